@@ -1,0 +1,115 @@
+# accelaes: build, test, speed, install. `make` builds what this machine can build
+# (the CUDA plugin only where nvcc is found); missing Debian/PyPI dependencies are
+# installed by tools/install-deps.sh from the targets that need them.
+CC      ?= gcc
+BUILD   := build
+PYTHON  ?= python3
+OPENSSL ?= openssl
+
+CFLAGS_BASE := -O2 -g -fPIC -std=gnu11 -pthread -I. \
+  -Wall -Wextra -Werror=missing-prototypes -Werror=implicit-function-declaration \
+  -fvisibility=hidden -fno-strict-aliasing
+LDLIBS := -lcrypto -lpthread -ldl
+
+HAVE_IPSECMB := $(shell test -f /usr/include/intel-ipsec-mb.h && echo 1)
+HAVE_NUMA    := $(shell test -f /usr/include/numa.h && echo 1)
+NVCC         := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+
+ifeq ($(HAVE_IPSECMB),1)
+  CFLAGS_BASE += -DHAVE_IPSECMB=1
+  LDLIBS += -lIPSec_MB
+endif
+ifeq ($(HAVE_NUMA),1)
+  CFLAGS_BASE += -DHAVE_NUMA=1
+  LDLIBS += -lnuma
+endif
+CFLAGS_BASE += -fopenmp
+LDLIBS += -fopenmp
+CFLAGS := $(CFLAGS_BASE) $(EXTRA_CFLAGS)
+
+CORE_SRC := $(wildcard provider/*.c accel/cpu/*.c scheduler/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(wildcard tests/c/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
+TESTLIB_SRC := $(wildcard tests/c/lib/*.c)
+TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/obj/%.o)
+
+TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(TEST_BIN)
+ifneq ($(wildcard tools/accelaes-files.c),)
+  TARGETS += $(BUILD)/accelaes-files
+endif
+ifneq ($(wildcard tests/fake_gpu_plugin.c),)
+  TARGETS += $(BUILD)/accelaes-fakegpu.so
+endif
+ifneq ($(NVCC),)
+ifneq ($(wildcard accel/cuda/*.cu),)
+  TARGETS += $(BUILD)/accelaes-cuda.so
+endif
+endif
+
+.PHONY: all deps test-deps test speed bench install uninstall clean
+all: deps
+	@$(MAKE) --no-print-directory build-only
+.PHONY: build-only
+build-only: $(TARGETS)
+ifeq ($(HAVE_IPSECMB),)
+	@echo "note: intel-ipsec-mb not found: built without multi-buffer batching (apt-get install libipsec-mb-dev)"
+endif
+ifeq ($(NVCC),)
+	@echo "note: nvcc not found: the CUDA plugin build/accelaes-cuda.so was not built"
+endif
+
+deps:
+	@sh tools/install-deps.sh build
+test-deps:
+	@sh tools/install-deps.sh test
+
+$(BUILD)/obj/%.o: %.c $(wildcard */*.h accel/*/*.h provider/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libaccelaes.a: $(CORE_OBJ)
+	@mkdir -p $(BUILD)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/accelaes.so: $(CORE_OBJ) provider/accelaes.map
+	$(CC) -shared -Wl,--version-script=provider/accelaes.map -Wl,-z,defs -o $@ $(CORE_OBJ) $(LDLIBS)
+
+$(BUILD)/accelaes-stat: tools/accelaes-stat.c $(BUILD)/libaccelaes.a
+	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+
+$(BUILD)/accelaes-files: tools/accelaes-files.c $(BUILD)/libaccelaes.a
+	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+
+$(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD)/libaccelaes.a
+	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/c/%.c $(BUILD)/libaccelaes.a $(TESTLIB_OBJ)
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libaccelaes.a $(LDLIBS)
+
+# ---- CUDA plugin (accel/cuda/), built only where nvcc exists ----
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -fPIC,-fvisibility=hidden,-Wall $(NVCC_ARCH)
+CUDA_SRC := $(wildcard accel/cuda/*.cu)
+$(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cuh) accel/gpu_plugin.h
+	@mkdir -p $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(CUDA_SRC) -Xlinker --version-script=accel/cuda/plugin.map
+
+test: all test-deps
+	$(PYTHON) -m pytest -q -ra tests/
+
+speed: all
+	@sh bench/speed.sh
+
+install: all
+	install -d "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"
+	install -m 0755 $(BUILD)/accelaes.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so"
+	@if [ -f $(BUILD)/accelaes-cuda.so ]; then install -m 0755 $(BUILD)/accelaes-cuda.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes-cuda.so"; fi
+
+uninstall:
+	rm -f "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so" "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes-cuda.so"
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,67 @@
+/* accel/engine.h: the one small interface behind which every AES engine sits.
+ * The provider (provider/) owns EVP semantics; an engine only runs whole blocks. */
+#ifndef ACCELAES_ENGINE_H
+#define ACCELAES_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ACC_AES_BLOCK 16
+#define ACC_AES_MAXROUNDS 14
+
+/* A key schedule. Lives in the cipher context (process-private memory, never in
+ * the shared segment) and is cleansed with acc_key_cleanse(). */
+typedef struct acc_aes_key {
+    /* enc: rounds+1 round keys as AES-NI's aesenc wants them.
+     * dec: the equivalent-inverse-cipher keys (aesimc applied to the middle ones),
+     *      in decryption order, as aesdec wants them. Only filled when asked for. */
+    uint8_t enc[16 * (ACC_AES_MAXROUNDS + 1)] __attribute__((aligned(64)));
+    uint8_t dec[16 * (ACC_AES_MAXROUNDS + 1)] __attribute__((aligned(64)));
+    int rounds;        /* 10, 12 or 14 */
+    int keybits;       /* 128, 192 or 256 */
+    int has_dec;       /* dec[] valid */
+    void *evp;         /* nested-EVP engine only: private EVP_CIPHER_CTX pair (NULL otherwise) */
+} acc_aes_key;
+
+/* An engine: key set-up plus whole-block functions. All lengths are in blocks.
+ *  - in == out is legal for every function; other overlaps are not.
+ *  - cbc_*: iv is read and replaced by the IV to continue with (the last ciphertext block).
+ *  - ctr:   ctr is the 128-bit big-endian counter block; it is advanced by nblocks with
+ *           full 128-bit carry (as OpenSSL's ctr128_inc), wrapping at 2^128.
+ * Functions are thread-safe for distinct outputs sharing one const key. */
+typedef struct acc_engine {
+    const char *name;
+    /* enc_only: only the encryption schedule is needed (ECB/CBC encrypt, CTR).
+     * Returns 1 on success, 0 on failure (bad key length, no memory). */
+    int  (*set_key)(acc_aes_key *k, const uint8_t *key, size_t keylen, int enc_only);
+    void (*ecb_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks);
+    void (*ecb_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks);
+    void (*cbc_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
+    void (*cbc_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
+    void (*ctr)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t ctr[16]);
+    /* Copy a schedule (dupctx). Returns 1/0. */
+    int  (*copy_key)(acc_aes_key *dst, const acc_aes_key *src);
+    /* Cleanse and release a schedule. */
+    void (*free_key)(acc_aes_key *k);
+} acc_engine;
+
+/* accel/cpu/aesni.c: AES-NI (and VAES where the CPU has it). NULL if the CPU lacks AES-NI. */
+const acc_engine *acc_engine_aesni(void);
+/* accel/cpu/evp_engine.c: nested EVP calls into a private library context holding the
+ * default provider; for CPUs without AES-NI. Always available. */
+const acc_engine *acc_engine_evp(void);
+/* The engine the inline path uses: AES-NI when present, else nested EVP.
+ * ACCELAES_FORCE_EVP_ENGINE=1 in the environment forces the EVP engine (tests). */
+const acc_engine *acc_engine_default(void);
+
+/* Add n blocks to a 128-bit big-endian counter with full carry. */
+static inline void acc_ctr_add(uint8_t ctr[16], uint64_t n)
+{
+    for (int i = 15; i >= 0 && n; i--) {
+        uint64_t s = (uint64_t)ctr[i] + (n & 0xff);
+        ctr[i] = (uint8_t)s;
+        n = (n >> 8) + (s >> 8);
+    }
+}
+
+#endif

