@@ -1,0 +1,51 @@
+/* provider/cipher.h: the AES cipher context shared by the EVP semantics (cipher_aes.c),
+ * the offload policy (policy.c), TLS record handling (tls.c) and async batching (batch.c). */
+#ifndef ACCELAES_CIPHER_H
+#define ACCELAES_CIPHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/core.h>
+#include "accel/engine.h"
+#include "provider/settings.h"
+
+struct acc_prov_ctx;
+
+typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5 } acc_mode;  /* = EVP_CIPH_*_MODE */
+
+typedef struct acc_cipher_ctx {
+    struct acc_prov_ctx *prov;
+    const acc_engine *eng;
+    acc_aes_key ks;               /* key schedule (cleansed on free and on re-key) */
+    uint8_t rawkey[32];           /* the key itself, for the GPU plugin (cleansed likewise) */
+    size_t keylen;                /* bytes: 16, 24, 32 */
+    acc_mode mode;
+    int enc;                      /* 1 encrypt, 0 decrypt */
+    int key_set, iv_set;
+    int pad;                      /* PKCS#7 padding (ECB/CBC) */
+    int updated;                  /* an update has run since init (for final checks) */
+    uint8_t oiv[16];              /* the IV given at init */
+    uint8_t iv[16];               /* current IV (CBC) or counter block (CTR) */
+    uint8_t buf[16];              /* ECB/CBC: partial block held back; CTR: current keystream block */
+    size_t bufsz;                 /* ECB/CBC: bytes in buf */
+    unsigned int num;             /* CTR: bytes of the keystream block in buf already used (0..15) */
+    /* TLS 1.0-1.2 CBC record handling (provider/tls.c) */
+    unsigned int tlsversion;      /* 0: not a TLS record context */
+    size_t tlsmacsize;
+    unsigned char *tlsmac;        /* MAC extracted from the last decrypted record */
+    int tlsmac_alloced;
+} acc_cipher_ctx;
+
+/* Run whole blocks through the offload policy (inline / split / batch / GPU), updating ctx->iv.
+ * len is a multiple of 16. in == out is legal. Returns 1 on success, 0 on failure. */
+int acc_policy_blocks(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len);
+
+/* ---- TLS (provider/tls.c) ---- */
+int  acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t outsize,
+                    const unsigned char *in, size_t inl);
+int  acc_tls_set_ctx_params(acc_cipher_ctx *ctx, const OSSL_PARAM params[]);
+int  acc_tls_get_ctx_params(acc_cipher_ctx *ctx, OSSL_PARAM params[]);
+int  acc_tls_dup(acc_cipher_ctx *dst, const acc_cipher_ctx *src);
+void acc_tls_cleanup(acc_cipher_ctx *ctx);
+
+#endif
