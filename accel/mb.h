@@ -30,6 +30,10 @@ typedef struct acc_mb_req {
 /* 1 when built with intel-ipsec-mb and a manager can be made on this CPU, else 0. */
 int acc_mb_available(void);
 
+/* CBC-encrypt lanes the library runs side by side here (16 with VAES on AVX-512,
+ * else 8); 0 when not available. A batch of this many streams fills them. */
+int acc_mb_lanes(void);
+
 /* Run n requests. Returns 1 when all are done, 0 on failure (bad request, library
  * failure); on failure outputs and IVs may be partly written and nothing is claimed done. */
 int acc_mb_run(acc_mb_req *reqs, size_t n);
