@@ -78,8 +78,8 @@ $(BUILD)/accelaes.so: $(CORE_OBJ) provider/accelaes.map
 $(BUILD)/accelaes-stat: tools/accelaes-stat.c $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
 
-$(BUILD)/accelaes-files: tools/accelaes-files.c $(BUILD)/libaccelaes.a
-	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+$(BUILD)/accelaes-files: tools/accelaes-files.c $(wildcard tools/files_*.c tools/files.h) $(BUILD)/libaccelaes.a
+	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(wildcard tools/files_*.c) $(BUILD)/libaccelaes.a $(LDLIBS)
 
 $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
@@ -102,6 +102,16 @@ test: all test-deps
 
 speed: all
 	@sh bench/speed.sh
+
+# `make bench`: the whole benchmark (bench/run.py; BENCH_ARGS=--quick for the ~5 minute version).
+# bench/*.c are comparison programs and load generators, built here only.
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+bench: all $(BENCH_BIN)
+	$(PYTHON) bench/run.py $(BENCH_ARGS)
 
 install: all
 	install -d "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"
