@@ -1,0 +1,148 @@
+"""tests/conftest.py: shared fixtures for the pytest suite: repository paths, the provider under
+test, an environment for child processes (OPENSSL_MODULES, a per-session ACCELAES_SHM_NAME) and a
+library context with the provider loaded next to OpenSSL's default provider as the reference.
+
+ACCELAES_TEST_PROVIDER=default runs the provider-core tests against OpenSSL's own provider, which
+proves the driver and the tests themselves; the default is "accelaes".
+"""
+
+import glob
+import os
+import random
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = REPO / "build"
+MODULE = BUILD / "accelaes.so"
+STAT_TOOL = BUILD / "accelaes-stat"
+
+PROVIDER = os.environ.get("ACCELAES_TEST_PROVIDER", "accelaes")
+
+# Set before anything loads a provider, so this process and every child sees the same values.
+# The shared segment gets a name of its own per session: tests never touch a user's real
+# /accelaes.<uid> unit table, and sessions running side by side do not see each other's counters.
+os.environ["OPENSSL_MODULES"] = os.environ.get("ACCELAES_TEST_MODULES", str(BUILD))
+SHM_NAME = f"/accelaes-test-{os.getpid()}-{secrets.token_hex(4)}"
+os.environ["ACCELAES_SHM_NAME"] = SHM_NAME
+
+# One seed per session for every randomized test; ACCELAES_TEST_SEED replays a run.
+SEED = int(os.environ.get("ACCELAES_TEST_SEED", str(random.SystemRandom().randrange(1 << 32))))
+
+
+def pytest_report_header(config):
+    return (f"accelaes: provider under test={PROVIDER}, OPENSSL_MODULES={os.environ['OPENSSL_MODULES']}, "
+            f"ACCELAES_SHM_NAME={SHM_NAME}, seed={SEED} (replay: ACCELAES_TEST_SEED={SEED})")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Segments are created under /dev/shm by shm_open; remove the ones this session named.
+    for path in glob.glob("/dev/shm" + SHM_NAME + "*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    return BUILD
+
+
+@pytest.fixture(scope="session")
+def provider_name():
+    """The provider under test ("accelaes" unless ACCELAES_TEST_PROVIDER says otherwise)."""
+    return PROVIDER
+
+
+@pytest.fixture(scope="session")
+def seed():
+    return SEED
+
+
+@pytest.fixture(scope="session")
+def require_provider():
+    """Skip (with the reason) when the provider module has not been built."""
+    if PROVIDER == "accelaes" and not MODULE.exists():
+        pytest.skip(f"{MODULE} is not built (run `make build-only`)")
+    return PROVIDER
+
+
+@pytest.fixture(scope="session")
+def shm_name():
+    return SHM_NAME
+
+
+@pytest.fixture(scope="session")
+def openssl_env():
+    """Environment for child processes: OPENSSL_MODULES and this session's ACCELAES_SHM_NAME."""
+    env = dict(os.environ)
+    env["OPENSSL_MODULES"] = os.environ["OPENSSL_MODULES"]
+    env["ACCELAES_SHM_NAME"] = SHM_NAME
+    return env
+
+
+@pytest.fixture(scope="session")
+def openssl_bin():
+    path = shutil.which("openssl")
+    if path is None:
+        pytest.skip("the openssl command is not installed")
+    return path
+
+
+@pytest.fixture(scope="session")
+def stat_tool():
+    if not STAT_TOOL.exists():
+        pytest.skip(f"{STAT_TOOL} is not built (run `make build-only`)")
+    return STAT_TOOL
+
+
+@pytest.fixture(scope="session")
+def libctx(require_provider):
+    """A library context with `default` (the reference) and the provider under test loaded.
+    A module that exists but fails to load is a failure, not a skip."""
+    import evp
+    names = ["default"] + ([PROVIDER] if PROVIDER != "default" else [])
+    return evp.LibCtx(names, modules_dir=BUILD)
+
+
+class CipherPair:
+    """The provider-under-test cipher and the default provider's, by one name."""
+
+    def __init__(self, test, ref):
+        self.test, self.ref = test, ref
+
+
+@pytest.fixture(scope="session")
+def pair(libctx):
+    """pair(name) -> CipherPair, asserting that the test cipher really is the tested provider's."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            test = libctx.fetch(name, PROVIDER)
+            ref = libctx.fetch(name, "default")
+            assert test.provider == PROVIDER, f"{name} fetched from {test.provider}, not {PROVIDER}"
+            assert ref.provider == "default"
+            cache[name] = CipherPair(test, ref)
+        return cache[name]
+    return get
+
+
+@pytest.fixture(scope="session")
+def isolated(openssl_env):
+    """isolated(code) runs a snippet in a child process (see evp.run_isolated) with the
+    session's environment, for cases that could crash the runner if a provider misbehaves."""
+    import evp
+
+    def run(code, timeout=120):
+        return evp.run_isolated(code, env=openssl_env, timeout=timeout)
+    return run
