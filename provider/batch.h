@@ -7,11 +7,16 @@
 #include <stdint.h>
 #include "provider/cipher.h"
 
-/* Called for a request of whole blocks (len a multiple of 16). If the caller runs inside an
- * OpenSSL ASYNC job and batching pays for this op/size, the request is queued in the
- * thread's batch, the job pauses until the batch is flushed, and 1 is returned with the
- * request done (ctx->iv updated). Otherwise 0 is returned, nothing was touched, and the
- * caller runs the request itself. */
+/* Called for a request of whole blocks (len a multiple of 16; in == out is legal).
+ *  1: the caller runs inside an OpenSSL ASYNC job and batching pays for this op and size
+ *     (CBC-encrypt of at least 256 bytes): the request was queued in the thread's batch,
+ *     the job paused until the batch ran, and the request is done (ctx->iv updated, the
+ *     bytes counted with acc_sched_count: ACC_PATH_BATCH, or ACC_PATH_INLINE where the
+ *     batch held only this request).
+ *  0: not taken; nothing was touched; the caller runs the request itself. Outside ASYNC
+ *     jobs this is immediate: a lone request never waits.
+ * -1: taken, but the multi-buffer run failed (an OpenSSL error is raised); out may be
+ *     partly written, so the caller must fail the update. Check with `< 0`. */
 int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len);
 
 #endif

@@ -255,7 +255,7 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
 {
     mb_slot slots[MB_WINDOW];
     IMB_MGR *m;
-    size_t next = 0, inflight = 0, i;
+    size_t next = 0, inflight = 0, i, nslots = n < MB_WINDOW ? n : MB_WINDOW;
     int ok = 1;
 
     if (n == 0)
@@ -266,7 +266,7 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
         if (!req_valid(&reqs[i]))
             return 0;
 
-    for (i = 0; i < MB_WINDOW; i++)
+    for (i = 0; i < nslots; i++)
         if (!slot_take(&slots[i], reqs, n, &next))
             slots[i].used = 0;
 
@@ -274,7 +274,7 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
         int submitted = 0;
 
         /* Every slot with a request and no piece in flight gets its next piece in. */
-        for (i = 0; i < MB_WINDOW && ok; i++) {
+        for (i = 0; i < nslots && ok; i++) {
             IMB_JOB *j;
 
             if (!slots[i].used || slots[i].piece != 0)
@@ -311,7 +311,7 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
     while (IMB_GET_COMPLETED_JOB(m) != NULL)
         ;
     /* Slots held IVs and counters of the streams: not secret keys, but no reason to leave them. */
-    OPENSSL_cleanse(slots, sizeof(slots));
+    OPENSSL_cleanse(slots, nslots * sizeof(slots[0]));
     return ok;
 }
 
