@@ -25,10 +25,18 @@
  * The padding length and so the MAC position are secret (Lucky 13, padding oracles): every
  * decision that depends on them is a mask, never a branch or a memory index. */
 
+/* Hide a mask from the optimiser: knowing a value is 0 or all ones, gcc turns a masked loop
+ * into an early exit or a select into a branch (test_tls_ct caught it doing so). */
+static inline size_t ct_barrier(size_t m)
+{
+    __asm__("" : "+r"(m));
+    return m;
+}
+
 /* all ones if a < b, else 0 (a, b below 2^63, which record lengths always are) */
 static inline size_t ct_lt(size_t a, size_t b)
 {
-    return (size_t)0 - ((a - b) >> (sizeof(size_t) * 8 - 1));
+    return ct_barrier((size_t)0 - ((a - b) >> (sizeof(size_t) * 8 - 1)));
 }
 
 static inline size_t ct_ge(size_t a, size_t b)
@@ -38,19 +46,12 @@ static inline size_t ct_ge(size_t a, size_t b)
 
 static inline size_t ct_is_zero(size_t a)
 {
-    return (size_t)0 - ((~a & (a - 1)) >> (sizeof(size_t) * 8 - 1));
+    return ct_barrier((size_t)0 - ((~a & (a - 1)) >> (sizeof(size_t) * 8 - 1)));
 }
 
 static inline size_t ct_eq(size_t a, size_t b)
 {
     return ct_is_zero(a ^ b);
-}
-
-/* Hide a mask from the optimiser so that it cannot turn the select back into a branch. */
-static inline size_t ct_barrier(size_t m)
-{
-    __asm__("" : "+r"(m));
-    return m;
 }
 
 static int version_known(unsigned int v)
@@ -101,12 +102,12 @@ static size_t check_padding(unsigned int version, const uint8_t *rec, size_t len
         uint8_t diff = 0;
 
         for (size_t i = 0; i < n; i++) {
-            uint8_t in_pad = (uint8_t)ct_ge(plen, i);
+            /* the barrier on i stops gcc from deriving the load address from plen - i */
+            uint8_t in_pad = (uint8_t)ct_ge(plen, ct_barrier(i));
             diff |= in_pad & (uint8_t)(rec[len - 1 - i] ^ plen);
         }
         good &= ct_is_zero(diff);
     }
-    good = ct_barrier(good);
     *padl = good & (plen + 1);
     return good;
 }
