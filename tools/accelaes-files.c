@@ -169,27 +169,46 @@ static OSSL_PROVIDER *load_provider(const char *name)
     return p;
 }
 
-/* Refuses OUT_DIR == IN_DIR, OUT_DIR inside IN_DIR (the walk would meet its own output) and the reverse. */
+/* realpath() of a directory that may not exist yet: its parent resolved, plus its last name. */
+static int resolve_dir(const char *path, char *res)
+{
+    char buf[PATH_MAX], *slash;
+    size_t len = strlen(path);
+
+    if (realpath(path, res) != NULL)
+        return 0;
+    if (errno != ENOENT || len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, path, len + 1);
+    while (len > 1 && buf[len - 1] == '/')
+        buf[--len] = '\0';
+    slash = strrchr(buf, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    if (realpath(slash == NULL ? "." : slash == buf ? "/" : buf, res) == NULL)
+        return -1;
+    len = strlen(res);
+    if (snprintf(res + len, PATH_MAX - len, "%s%s", len > 1 ? "/" : "", slash ? slash + 1 : buf) >=
+        (int)(PATH_MAX - len))
+        return errno = ENAMETOOLONG, -1;
+    return 0;
+}
+
+/* Refuses OUT_DIR == IN_DIR, OUT_DIR inside IN_DIR (the walk would meet its own output) and the reverse, before
+ * anything is created; then makes OUT_DIR if it is missing. */
 static int check_dirs(const char *in_dir, const char *out_dir)
 {
     char in[PATH_MAX], out[PATH_MAX];
     size_t li, lo;
     struct stat st;
 
-    if (stat(in_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "accelaes-files: %s: not a directory\n", in_dir);
+    errno = 0;
+    if (stat(in_dir, &st) < 0 || !S_ISDIR(st.st_mode) || realpath(in_dir, in) == NULL) {
+        fprintf(stderr, "accelaes-files: IN_DIR %s: %s\n", in_dir, errno ? strerror(errno) : "not a directory");
         return -1;
     }
-    if (mkdir(out_dir, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "accelaes-files: cannot create %s: %s\n", out_dir, strerror(errno));
-        return -1;
-    }
-    if (realpath(in_dir, in) == NULL || realpath(out_dir, out) == NULL) {
-        fprintf(stderr, "accelaes-files: cannot resolve %s or %s: %s\n", in_dir, out_dir, strerror(errno));
-        return -1;
-    }
-    if (stat(out, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "accelaes-files: %s: not a directory\n", out_dir);
+    if (resolve_dir(out_dir, out) < 0) {
+        fprintf(stderr, "accelaes-files: OUT_DIR %s: %s\n", out_dir, strerror(errno));
         return -1;
     }
     li = strlen(in);
@@ -198,6 +217,14 @@ static int check_dirs(const char *in_dir, const char *out_dir)
         (li > lo && strncmp(in, out, lo) == 0 && (in[lo] == '/' || lo == 1))) {
         fprintf(stderr, "accelaes-files: OUT_DIR %s and IN_DIR %s must not be the same or contain each other\n",
                 out, in);
+        return -1;
+    }
+    if (mkdir(out_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "accelaes-files: cannot create OUT_DIR %s: %s\n", out_dir, strerror(errno));
+        return -1;
+    }
+    if (stat(out_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "accelaes-files: OUT_DIR %s: not a directory\n", out_dir);
         return -1;
     }
     return 0;
