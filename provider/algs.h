@@ -1,0 +1,21 @@
+/* provider/algs.h: the algorithm tables each operation's file offers to prov.c's query. */
+#ifndef ACCELAES_ALGS_H
+#define ACCELAES_ALGS_H
+
+#include <openssl/core.h>
+#include <openssl/core_dispatch.h>
+#include "provider/prov.h"
+
+extern const OSSL_ALGORITHM acc_cipher_algorithms[];
+extern const OSSL_ALGORITHM acc_rand_algorithms[];
+
+/* provider/settings.c: read the provider's openssl.cnf section through the core, then the
+ * ACCELAES_* environment; 1 on success, 0 (with an error naming the setting) on a bad value. */
+int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
+                      OSSL_FUNC_core_get_params_fn *get_params);
+
+/* provider/prov.c: the private library context holding OpenSSL's default provider (for the
+ * DRBG delegate), created at first use. NULL on failure (error raised). */
+OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov);
+
+#endif

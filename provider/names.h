@@ -1,0 +1,21 @@
+/* provider/names.h: algorithm names, aliases and OIDs exactly as OpenSSL's default provider
+ * spells them, shared by every dispatch table. */
+#ifndef ACCELAES_NAMES_H
+#define ACCELAES_NAMES_H
+
+#define ACC_NAMES_AES_128_ECB "AES-128-ECB:2.16.840.1.101.3.4.1.1"
+#define ACC_NAMES_AES_192_ECB "AES-192-ECB:2.16.840.1.101.3.4.1.21"
+#define ACC_NAMES_AES_256_ECB "AES-256-ECB:2.16.840.1.101.3.4.1.41"
+#define ACC_NAMES_AES_128_CBC "AES-128-CBC:AES128:2.16.840.1.101.3.4.1.2"
+#define ACC_NAMES_AES_192_CBC "AES-192-CBC:AES192:2.16.840.1.101.3.4.1.22"
+#define ACC_NAMES_AES_256_CBC "AES-256-CBC:AES256:2.16.840.1.101.3.4.1.42"
+#define ACC_NAMES_AES_128_CTR "AES-128-CTR"
+#define ACC_NAMES_AES_192_CTR "AES-192-CTR"
+#define ACC_NAMES_AES_256_CTR "AES-256-CTR"
+
+/* The DRBG delegate answers to the name libcrypto fetches by default. */
+#define ACC_NAMES_CTR_DRBG "CTR-DRBG"
+
+#define ACC_PROPS "provider=accelaes"
+
+#endif

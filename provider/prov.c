@@ -1,0 +1,211 @@
+/* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
+ * the operation query and the error-reason table. Read top to bottom. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/params.h>
+#include <openssl/provider.h>
+#include "provider/algs.h"
+#include "scheduler/sched.h"
+
+/* ======================== Errors ======================== */
+
+/* Core functions for errors. Set once by the first OSSL_provider_init; every load of the
+ * module in any library context shares the same core, so one copy is right. */
+static const OSSL_CORE_HANDLE *err_handle;
+static OSSL_FUNC_core_new_error_fn *c_new_error;
+static OSSL_FUNC_core_vset_error_fn *c_vset_error;
+
+static const OSSL_ITEM reason_strings[] = {
+    { ACC_R_BAD_KEY_LENGTH, "invalid key length" },
+    { ACC_R_BAD_IV_LENGTH, "invalid iv length" },
+    { ACC_R_NO_KEY_SET, "no key set" },
+    { ACC_R_NO_IV_SET, "no iv set" },
+    { ACC_R_WRONG_FINAL_BLOCK_LENGTH, "wrong final block length" },
+    { ACC_R_BAD_DECRYPT, "bad decrypt" },
+    { ACC_R_OUTPUT_BUFFER_TOO_SMALL, "output buffer too small" },
+    { ACC_R_INVALID_PARAMETER, "invalid parameter" },
+    { ACC_R_INVALID_SETTING, "invalid accelaes setting" },
+    { ACC_R_TLS_RECORD, "invalid tls record" },
+    { ACC_R_ENGINE_FAILURE, "aes engine failure" },
+    { ACC_R_LENGTH_TOO_LARGE, "length too large" },
+    { ACC_R_NULL_POINTER, "null pointer" },
+    { ACC_R_MALLOC_FAILURE, "malloc failure" },
+    { ACC_R_NOT_INITIALISED, "cipher not initialised" },
+    { ACC_R_RAND_FAILURE, "random generator failure" },
+    { 0, NULL }
+};
+
+void acc_raise(int reason, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (c_new_error == NULL || c_vset_error == NULL)
+        return;
+    va_start(ap, fmt);
+    c_new_error(err_handle);
+    c_vset_error(err_handle, (uint32_t)reason, fmt, ap);
+    va_end(ap);
+}
+
+/* ======================== Provider context ======================== */
+
+static pthread_mutex_t priv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
+{
+    OSSL_LIB_CTX *lc;
+
+    pthread_mutex_lock(&priv_lock);
+    lc = prov->priv_libctx;
+    if (lc == NULL) {
+        lc = OSSL_LIB_CTX_new();
+        if (lc != NULL && OSSL_PROVIDER_load(lc, "default") == NULL) {
+            OSSL_LIB_CTX_free(lc);
+            lc = NULL;
+        }
+        prov->priv_libctx = lc;
+    }
+    pthread_mutex_unlock(&priv_lock);
+    if (lc == NULL)
+        acc_raise(ACC_R_RAND_FAILURE, "cannot create the private library context with the default provider");
+    return lc;
+}
+
+static void prov_teardown(void *vprov)
+{
+    acc_prov_ctx *prov = vprov;
+
+    if (prov == NULL)
+        return;
+    OSSL_LIB_CTX_free(prov->priv_libctx);
+    OPENSSL_free(prov);
+}
+
+/* ======================== Parameters and query ======================== */
+
+static const OSSL_PARAM prov_param_types[] = {
+    OSSL_PARAM_DEFN(OSSL_PROV_PARAM_NAME, OSSL_PARAM_UTF8_PTR, NULL, 0),
+    OSSL_PARAM_DEFN(OSSL_PROV_PARAM_VERSION, OSSL_PARAM_UTF8_PTR, NULL, 0),
+    OSSL_PARAM_DEFN(OSSL_PROV_PARAM_BUILDINFO, OSSL_PARAM_UTF8_PTR, NULL, 0),
+    OSSL_PARAM_DEFN(OSSL_PROV_PARAM_STATUS, OSSL_PARAM_INTEGER, NULL, 0),
+    OSSL_PARAM_END
+};
+
+static const OSSL_PARAM *prov_gettable_params(void *vprov)
+{
+    (void)vprov;
+    return prov_param_types;
+}
+
+static int prov_get_params(void *vprov, OSSL_PARAM params[])
+{
+    acc_prov_ctx *prov = vprov;
+    static char buildinfo[160];
+    OSSL_PARAM *p;
+
+    snprintf(buildinfo, sizeof(buildinfo), "accelaes %s, engine %s, built " __DATE__,
+             ACC_PROV_VERSION, prov->eng != NULL ? prov->eng->name : "none");
+    if ((p = OSSL_PARAM_locate(params, OSSL_PROV_PARAM_NAME)) != NULL
+        && !OSSL_PARAM_set_utf8_ptr(p, "accelaes AES offload provider"))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_PROV_PARAM_VERSION)) != NULL
+        && !OSSL_PARAM_set_utf8_ptr(p, ACC_PROV_VERSION))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_PROV_PARAM_BUILDINFO)) != NULL
+        && !OSSL_PARAM_set_utf8_ptr(p, buildinfo))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_PROV_PARAM_STATUS)) != NULL
+        && !OSSL_PARAM_set_int(p, prov->eng != NULL))
+        return 0;
+    return 1;
+}
+
+static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_cache)
+{
+    (void)vprov;
+    *no_cache = 0;
+    switch (operation_id) {
+    case OSSL_OP_CIPHER:
+        return acc_cipher_algorithms;
+    case OSSL_OP_RAND:
+        return acc_rand_algorithms;
+    }
+    return NULL;
+}
+
+static const OSSL_ITEM *prov_reason_strings(void *vprov)
+{
+    (void)vprov;
+    return reason_strings;
+}
+
+static const OSSL_DISPATCH prov_dispatch[] = {
+    { OSSL_FUNC_PROVIDER_TEARDOWN, (void (*)(void))prov_teardown },
+    { OSSL_FUNC_PROVIDER_GETTABLE_PARAMS, (void (*)(void))prov_gettable_params },
+    { OSSL_FUNC_PROVIDER_GET_PARAMS, (void (*)(void))prov_get_params },
+    { OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))prov_query },
+    { OSSL_FUNC_PROVIDER_GET_REASON_STRINGS, (void (*)(void))prov_reason_strings },
+    { 0, NULL }
+};
+
+/* ======================== Setup ======================== */
+
+OSSL_provider_init_fn OSSL_provider_init;
+__attribute__((visibility("default")))
+int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
+                       const OSSL_DISPATCH **out, void **provctx)
+{
+    OSSL_FUNC_core_get_params_fn *c_get_params = NULL;
+    OSSL_FUNC_core_get_libctx_fn *c_get_libctx = NULL;
+    acc_prov_ctx *prov;
+    acc_sched_conf sc;
+
+    for (; in->function_id != 0; in++) {
+        switch (in->function_id) {
+        case OSSL_FUNC_CORE_GET_PARAMS:
+            c_get_params = OSSL_FUNC_core_get_params(in);
+            break;
+        case OSSL_FUNC_CORE_GET_LIBCTX:
+            c_get_libctx = OSSL_FUNC_core_get_libctx(in);
+            break;
+        case OSSL_FUNC_CORE_NEW_ERROR:
+            if (c_new_error == NULL)
+                c_new_error = OSSL_FUNC_core_new_error(in);
+            break;
+        case OSSL_FUNC_CORE_VSET_ERROR:
+            if (c_vset_error == NULL)
+                c_vset_error = OSSL_FUNC_core_vset_error(in);
+            break;
+        }
+    }
+    if (err_handle == NULL)
+        err_handle = handle;
+
+    prov = OPENSSL_zalloc(sizeof(*prov));
+    if (prov == NULL)
+        return 0;
+    prov->handle = handle;
+    prov->libctx = c_get_libctx != NULL ? (OSSL_LIB_CTX *)c_get_libctx(handle) : NULL;
+    if (!acc_settings_read(&prov->settings, handle, c_get_params)) {
+        OPENSSL_free(prov);
+        return 0;
+    }
+    prov->eng = acc_engine_default();
+    if (prov->eng == NULL) {
+        acc_raise(ACC_R_ENGINE_FAILURE, "no AES engine is usable on this CPU");
+        OPENSSL_free(prov);
+        return 0;
+    }
+    sc.shm = prov->settings.shm;
+    sc.workers = prov->settings.workers;
+    acc_sched_configure(&sc);
+
+    *out = prov_dispatch;
+    *provctx = prov;
+    return 1;
+}

@@ -1,0 +1,182 @@
+/* provider/settings.c: the settings of DESIGN.md, read from the provider's openssl.cnf section
+ * (through the core's get_params) and overridden by ACCELAES_<NAME> environment variables.
+ * A bad value or an unknown key refuses the load with a message that names the setting. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <openssl/conf.h>
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/params.h>
+#include "provider/algs.h"
+
+/* Default crossover from inline to the split path, measured with bench/split_calib (see README):
+ * below it the wake-up of a pool thread costs more than the second core saves. */
+#define ACC_DEFAULT_SPLIT_MIN (256u * 1024u)
+
+static const char *const setting_names[] = { "backend", "workers", "split_min", "gpu_min", "shm" };
+#define N_SETTINGS (sizeof(setting_names) / sizeof(setting_names[0]))
+/* Keys OpenSSL itself reads from a provider section. */
+static const char *const core_keys[] = { "module", "activate", "identity", "soft_load" };
+
+static int bad_setting(const char *name, const char *value, const char *expected, const char *from)
+{
+    acc_raise(ACC_R_INVALID_SETTING, "setting '%s' has invalid value '%s' (from %s): expected %s",
+              name, value, from, expected);
+    fprintf(stderr, "accelaes: setting '%s' has invalid value '%s' (from %s): expected %s\n",
+            name, value, from, expected);
+    return 0;
+}
+
+/* A byte count: digits with an optional k, m or g suffix (powers of 1024). */
+static int parse_size(const char *v, size_t *out)
+{
+    char *end;
+    unsigned long long n;
+
+    if (!isdigit((unsigned char)v[0]))
+        return 0;
+    errno = 0;
+    n = strtoull(v, &end, 10);
+    if (errno != 0)
+        return 0;
+    switch (tolower((unsigned char)*end)) {
+    case 'k': n <<= 10; end++; break;
+    case 'm': n <<= 20; end++; break;
+    case 'g': n <<= 30; end++; break;
+    }
+    if (*end != '\0' || n > (1ULL << 40))
+        return 0;
+    *out = (size_t)n;
+    return 1;
+}
+
+static int apply(acc_settings *s, const char *name, const char *v, const char *from)
+{
+    size_t n;
+
+    if (strcmp(name, "backend") == 0) {
+        if (strcasecmp(v, "auto") == 0) s->backend = ACC_BACKEND_AUTO;
+        else if (strcasecmp(v, "cpu") == 0) s->backend = ACC_BACKEND_CPU;
+        else if (strcasecmp(v, "cuda") == 0) s->backend = ACC_BACKEND_CUDA;
+        else return bad_setting(name, v, "auto, cpu or cuda", from);
+    } else if (strcmp(name, "workers") == 0) {
+        if (strcasecmp(v, "auto") == 0) s->workers = 0;
+        else if (parse_size(v, &n) && n <= 4096 && strpbrk(v, "kKmMgG") == NULL) s->workers = (int)n;
+        else return bad_setting(name, v, "auto or a number of CPU units from 0 to 4096", from);
+    } else if (strcmp(name, "split_min") == 0) {
+        if (strcasecmp(v, "auto") == 0) s->split_min = ACC_DEFAULT_SPLIT_MIN;
+        else if (parse_size(v, &n) && n >= 16) s->split_min = n;
+        else return bad_setting(name, v, "auto or a byte count of at least 16 (k, m, g suffixes allowed)", from);
+    } else if (strcmp(name, "gpu_min") == 0) {
+        if (strcasecmp(v, "auto") == 0) s->gpu_min = 0;
+        else if (parse_size(v, &n) && n >= 16) s->gpu_min = n;
+        else return bad_setting(name, v, "auto or a byte count of at least 16 (k, m, g suffixes allowed)", from);
+    } else if (strcmp(name, "shm") == 0) {
+        if (strcasecmp(v, "auto") == 0) s->shm = -1;
+        else if (strcasecmp(v, "on") == 0) s->shm = 1;
+        else if (strcasecmp(v, "off") == 0) s->shm = 0;
+        else return bad_setting(name, v, "on, off or auto", from);
+    }
+    return 1;
+}
+
+static int known_key(const char *k)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (strcmp(k, setting_names[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(core_keys) / sizeof(core_keys[0]); i++)
+        if (strcmp(k, core_keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The core hands a provider only the values it asks for by name, so an unknown (misspelt) key
+ * would pass silently. Look at the configuration file's section for this provider instead. */
+static int check_unknown_keys(const char *provname)
+{
+    const char *file = getenv("OPENSSL_CONF");
+    char *deffile = NULL;
+    CONF *conf;
+    const char *init, *provs, *sect;
+    STACK_OF(CONF_VALUE) *vals;
+    char bad[64] = "", badsect[64] = "";
+
+    if (provname == NULL)
+        return 1;
+    if (file == NULL)
+        file = deffile = CONF_get1_default_config_file();
+    if (file == NULL)
+        return 1;
+    ERR_set_mark();   /* a missing or odd file is OpenSSL's business, not an error of ours */
+    conf = NCONF_new(NULL);
+    if (conf == NULL || NCONF_load(conf, file, NULL) <= 0)
+        goto done;
+    if ((init = NCONF_get_string(conf, NULL, "openssl_conf")) == NULL
+        || (provs = NCONF_get_string(conf, init, "providers")) == NULL
+        || (sect = NCONF_get_string(conf, provs, provname)) == NULL
+        || (vals = NCONF_get_section(conf, sect)) == NULL)
+        goto done;
+    for (int i = 0; i < sk_CONF_VALUE_num(vals); i++) {
+        CONF_VALUE *cv = sk_CONF_VALUE_value(vals, i);
+        if (cv->name != NULL && !known_key(cv->name)) {
+            snprintf(bad, sizeof(bad), "%s", cv->name);
+            snprintf(badsect, sizeof(badsect), "%s", sect);
+            break;
+        }
+    }
+done:
+    ERR_pop_to_mark();
+    if (bad[0] != '\0') {
+        acc_raise(ACC_R_INVALID_SETTING, "unknown setting '%s' in section [%s] of %s", bad, badsect, file);
+        fprintf(stderr, "accelaes: unknown setting '%s' in section [%s] of %s "
+                "(known: backend, workers, split_min, gpu_min, shm)\n", bad, badsect, file);
+    }
+    NCONF_free(conf);
+    OPENSSL_free(deffile);
+    return bad[0] == '\0';
+}
+
+int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
+                      OSSL_FUNC_core_get_params_fn *get_params)
+{
+    const char *vals[N_SETTINGS] = { NULL };
+    const char *provname = NULL;
+    OSSL_PARAM params[N_SETTINGS + 2];
+    char envname[40];
+
+    s->backend = ACC_BACKEND_AUTO;
+    s->workers = 0;
+    s->split_min = ACC_DEFAULT_SPLIT_MIN;
+    s->gpu_min = 0;
+    s->shm = -1;
+
+    if (get_params != NULL) {
+        size_t i;
+        for (i = 0; i < N_SETTINGS; i++)
+            params[i] = OSSL_PARAM_construct_utf8_ptr(setting_names[i], (char **)&vals[i], 0);
+        params[i++] = OSSL_PARAM_construct_utf8_ptr(OSSL_PROV_PARAM_CORE_PROV_NAME, (char **)&provname, 0);
+        params[i] = OSSL_PARAM_construct_end();
+        if (!get_params(handle, params))
+            memset(vals, 0, sizeof(vals));
+    }
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (vals[i] != NULL && !apply(s, setting_names[i], vals[i], "openssl.cnf"))
+            return 0;
+    if (!check_unknown_keys(provname))
+        return 0;
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const char *v;
+        size_t j;
+        snprintf(envname, sizeof(envname), "ACCELAES_%s", setting_names[i]);
+        for (j = 0; envname[j] != '\0'; j++)
+            envname[j] = (char)toupper((unsigned char)envname[j]);
+        if ((v = getenv(envname)) != NULL && !apply(s, setting_names[i], v, envname))
+            return 0;
+    }
+    return 1;
+}
