@@ -36,7 +36,9 @@ trap 'rm -f "$raw"' EXIT INT TERM
 # -provider must precede -evp: otherwise speed fetches the cipher before loading it and measures default.
 run_one() {
     side=$1 p=$2 c=$3 d=$4 set=$5
-    set -- -mr -seconds "$SECS" -provider "$p"
+    # -elapsed: wall-clock divisor. The default (user CPU time of all threads) would undercount work spread over
+    # pool threads and overcount time spent waiting on a device.
+    set -- -mr -elapsed -seconds "$SECS" -provider "$p"
     [ "$set" = default ] || set -- "$@" -bytes "$set"
     set -- "$@" -evp "$c"
     [ "$d" = dec ] && set -- "$@" -decrypt
@@ -74,7 +76,7 @@ elapsed=$(($(date +%s) - start))
 
 model=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 machine="machine: ${model:-unknown cpu}, $(nproc) CPUs, $("$OPENSSL" version)"
-cmd="command: OPENSSL_MODULES=build openssl speed -mr -seconds $SECS -provider {default|$PROV} [-bytes 1048576] -evp CIPHER [-decrypt]; $ROUNDS alternated rounds, median"
+cmd="command: OPENSSL_MODULES=build openssl speed -mr -elapsed -seconds $SECS -provider {default|$PROV} [-bytes 1048576] -evp CIPHER [-decrypt]; $ROUNDS alternated rounds, median"
 
 # Median per (test, size, side), then one row per (test, size).
 table=$(sort -k1,1 -k3,3n -k2,2 -k4,4g "$raw" | awk -v prov="$PROV" '
