@@ -96,15 +96,19 @@ static int known_key(const char *k)
 }
 
 /* The core hands a provider only the values it asks for by name, so an unknown (misspelt) key
- * would pass silently. Look at the configuration file's section for this provider instead. */
-static int check_unknown_keys(const char *provname)
+ * would pass silently; and a provider loaded by name (`-provider accelaes`) after its config
+ * activation failed gets no values at all. So read this provider's section of the configuration
+ * file too: an unknown key or a bad value there refuses the load, and values the core did not
+ * hand over are taken from it. */
+static int scan_conf_section(const char *provname, acc_settings *s, const char *const core_vals[])
 {
     const char *file = getenv("OPENSSL_CONF");
     char *deffile = NULL;
     CONF *conf;
-    const char *init, *provs, *sect;
-    STACK_OF(CONF_VALUE) *vals;
-    char bad[64] = "", badsect[64] = "";
+    const char *init, *provs, *sect = NULL, *from_file[N_SETTINGS] = { NULL };
+    STACK_OF(CONF_VALUE) *vals = NULL;
+    const char *bad = NULL;
+    int ok = 1;
 
     if (provname == NULL)
         return 1;
@@ -114,31 +118,34 @@ static int check_unknown_keys(const char *provname)
         return 1;
     ERR_set_mark();   /* a missing or odd file is OpenSSL's business, not an error of ours */
     conf = NCONF_new(NULL);
-    if (conf == NULL || NCONF_load(conf, file, NULL) <= 0)
-        goto done;
-    if ((init = NCONF_get_string(conf, NULL, "openssl_conf")) == NULL
-        || (provs = NCONF_get_string(conf, init, "providers")) == NULL
-        || (sect = NCONF_get_string(conf, provs, provname)) == NULL
-        || (vals = NCONF_get_section(conf, sect)) == NULL)
-        goto done;
-    for (int i = 0; i < sk_CONF_VALUE_num(vals); i++) {
-        CONF_VALUE *cv = sk_CONF_VALUE_value(vals, i);
-        if (cv->name != NULL && !known_key(cv->name)) {
-            snprintf(bad, sizeof(bad), "%s", cv->name);
-            snprintf(badsect, sizeof(badsect), "%s", sect);
-            break;
-        }
-    }
-done:
+    if (conf != NULL && NCONF_load(conf, file, NULL) > 0
+        && (init = NCONF_get_string(conf, NULL, "openssl_conf")) != NULL
+        && (provs = NCONF_get_string(conf, init, "providers")) != NULL
+        && (sect = NCONF_get_string(conf, provs, provname)) != NULL)
+        vals = NCONF_get_section(conf, sect);
     ERR_pop_to_mark();
-    if (bad[0] != '\0') {
-        acc_raise(ACC_R_INVALID_SETTING, "unknown setting '%s' in section [%s] of %s", bad, badsect, file);
-        fprintf(stderr, "accelaes: unknown setting '%s' in section [%s] of %s "
-                "(known: backend, workers, split_min, gpu_min, shm)\n", bad, badsect, file);
+    for (int i = 0; vals != NULL && i < sk_CONF_VALUE_num(vals) && bad == NULL; i++) {
+        CONF_VALUE *cv = sk_CONF_VALUE_value(vals, i);
+        if (cv->name == NULL)
+            continue;
+        if (!known_key(cv->name))
+            bad = cv->name;
+        for (size_t k = 0; k < N_SETTINGS; k++)
+            if (strcmp(cv->name, setting_names[k]) == 0 && core_vals[k] == NULL)
+                from_file[k] = cv->value;
     }
+    if (bad != NULL) {
+        acc_raise(ACC_R_INVALID_SETTING, "unknown setting '%s' in section [%s] of %s", bad, sect, file);
+        fprintf(stderr, "accelaes: unknown setting '%s' in section [%s] of %s "
+                "(known: backend, workers, split_min, gpu_min, shm)\n", bad, sect, file);
+        ok = 0;
+    }
+    for (size_t k = 0; ok && k < N_SETTINGS; k++)
+        if (from_file[k] != NULL && !apply(s, setting_names[k], from_file[k], "openssl.cnf"))
+            ok = 0;
     NCONF_free(conf);
     OPENSSL_free(deffile);
-    return bad[0] == '\0';
+    return ok;
 }
 
 int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
@@ -167,7 +174,7 @@ int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
     for (size_t i = 0; i < N_SETTINGS; i++)
         if (vals[i] != NULL && !apply(s, setting_names[i], vals[i], "openssl.cnf"))
             return 0;
-    if (!check_unknown_keys(provname))
+    if (!scan_conf_section(provname, s, vals))
         return 0;
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const char *v;
