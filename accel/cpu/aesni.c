@@ -1,0 +1,537 @@
+/* accel/cpu/aesni.c: the inline AES engine: AES-NI on xmm registers, plus VAES on zmm registers
+ * (4 blocks per instruction) where the CPU and the OS allow it, chosen once at run time. */
+#include <string.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <cpuid.h>
+#include <immintrin.h>
+#include <openssl/crypto.h>
+#include "accel/engine.h"
+
+/* Per-function targets, so the Makefile needs no -m flags and the library still loads on any x86-64.
+ * The xmm helpers carry the smaller target; gcc inlines them into the VAES functions too, where
+ * they come out VEX-encoded. */
+#define TGT_NI   __attribute__((target("aes,sse4.1,ssse3")))
+#define TGT_VAES __attribute__((target("aes,sse4.1,ssse3,avx,avx2,avx512f,avx512bw,vaes")))
+#define INLINE   static inline __attribute__((always_inline))
+
+/* Below this many blocks the zmm set-up (key broadcasts, masks) is not worth it. */
+#define VAES_MIN 4
+
+/* ------------------------------------------------------------------------------------------
+ * Helpers shared by every mode
+ * ------------------------------------------------------------------------------------------ */
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+static inline void store_be64(uint8_t *p, uint64_t v)
+{
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+}
+
+/* How many of n blocks run before the low 64 counter bits wrap: within such a span the counter
+ * is a 64-bit add on the low half alone, which is what the vector code does. */
+static inline size_t ctr_span(uint64_t lo, size_t n)
+{
+    uint64_t room = 0 - lo;             /* 0 stands for 2^64 */
+    return (room != 0 && room < n) ? (size_t)room : n;
+}
+
+/* A mask of 2 bits per block (one per 64-bit lane) for a tail of n < 32 blocks. */
+static inline uint64_t tail_mask(size_t n)
+{
+    return (1ULL << (2 * n)) - 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * xmm: one block per instruction; n independent blocks hide aesenc's latency
+ * ------------------------------------------------------------------------------------------ */
+
+#define XLD(p)    _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define XST(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
+#define XKEY(rk, r) _mm_load_si128((const __m128i *)(const void *)((rk) + 16 * (r)))
+
+/* Whitening and the middle rounds on x[0..n-1]. The caller does the last round itself, so it can
+ * fold an XOR (CTR input, CBC chaining value) into the last round key for free. */
+TGT_NI INLINE void x_mid(const uint8_t *rk, int rounds, __m128i *x, int n, int dec)
+{
+    __m128i k = XKEY(rk, 0);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        x[j] = _mm_xor_si128(x[j], k);
+    for (int r = 1; r < rounds; r++) {
+        k = XKEY(rk, r);
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++)
+            x[j] = dec ? _mm_aesdec_si128(x[j], k) : _mm_aesenc_si128(x[j], k);
+    }
+}
+
+TGT_NI INLINE __m128i x_last(__m128i x, __m128i k, int dec)
+{
+    return dec ? _mm_aesdeclast_si128(x, k) : _mm_aesenclast_si128(x, k);
+}
+
+TGT_NI INLINE void x_ecb_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                           int n, int dec)
+{
+    __m128i x[8], kl = XKEY(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        x[j] = XLD(in + 16 * j);
+    x_mid(rk, rounds, x, n, dec);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        XST(out + 16 * j, x_last(x[j], kl, dec));
+}
+
+TGT_NI INLINE void x_ecb(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                         size_t n, int dec)
+{
+    for (; n >= 8; n -= 8, in += 128, out += 128)
+        x_ecb_n(rk, rounds, in, out, 8, dec);
+    if (n & 4) {
+        x_ecb_n(rk, rounds, in, out, 4, dec);
+        in += 64, out += 64;
+    }
+    if (n & 2) {
+        x_ecb_n(rk, rounds, in, out, 2, dec);
+        in += 32, out += 32;
+    }
+    if (n & 1)
+        x_ecb_n(rk, rounds, in, out, 1, dec);
+}
+
+/* All n ciphertext blocks are loaded before any store, so in == out is safe; *iv becomes the
+ * group's last ciphertext block. */
+TGT_NI INLINE void x_cbcdec_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                              int n, __m128i *iv)
+{
+    __m128i c[8], x[8], kl = XKEY(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        c[j] = x[j] = XLD(in + 16 * j);
+    x_mid(rk, rounds, x, n, 1);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        XST(out + 16 * j, x_last(x[j], _mm_xor_si128(kl, j ? c[j - 1] : *iv), 1));
+    *iv = c[n - 1];
+}
+
+TGT_NI INLINE void x_cbcdec(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                            size_t n, uint8_t ivb[16])
+{
+    __m128i iv = XLD(ivb);
+    for (; n >= 8; n -= 8, in += 128, out += 128)
+        x_cbcdec_n(rk, rounds, in, out, 8, &iv);
+    if (n & 4) {
+        x_cbcdec_n(rk, rounds, in, out, 4, &iv);
+        in += 64, out += 64;
+    }
+    if (n & 2) {
+        x_cbcdec_n(rk, rounds, in, out, 2, &iv);
+        in += 32, out += 32;
+    }
+    if (n & 1)
+        x_cbcdec_n(rk, rounds, in, out, 1, &iv);
+    XST(ivb, iv);
+}
+
+/* *ctr holds the counter byte-reversed (qword 0 = low 64 bits), so +1 is one 64-bit add; the
+ * caller guarantees the low half does not wrap within the span. */
+TGT_NI INLINE void x_ctr_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                           int n, __m128i *ctr)
+{
+    const __m128i bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m128i x[8], kl = XKEY(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        x[j] = _mm_shuffle_epi8(*ctr, bswap);
+        *ctr = _mm_add_epi64(*ctr, _mm_set_epi64x(0, 1));
+    }
+    x_mid(rk, rounds, x, n, 0);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        XST(out + 16 * j, x_last(x[j], _mm_xor_si128(kl, XLD(in + 16 * j)), 0));
+}
+
+TGT_NI INLINE void x_ctr(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                         size_t n, uint64_t hi, uint64_t lo)
+{
+    __m128i c = _mm_set_epi64x((long long)hi, (long long)lo);
+    for (; n >= 8; n -= 8, in += 128, out += 128)
+        x_ctr_n(rk, rounds, in, out, 8, &c);
+    if (n & 4) {
+        x_ctr_n(rk, rounds, in, out, 4, &c);
+        in += 64, out += 64;
+    }
+    if (n & 2) {
+        x_ctr_n(rk, rounds, in, out, 2, &c);
+        in += 32, out += 32;
+    }
+    if (n & 1)
+        x_ctr_n(rk, rounds, in, out, 1, &c);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * zmm (VAES + AVX-512): four blocks per instruction, up to eight registers in flight.
+ * Tails below 32 blocks run as one masked group, so no block falls back to the serial xmm path.
+ * ------------------------------------------------------------------------------------------ */
+
+TGT_VAES INLINE __m512i zkey(const uint8_t *rk, int r)
+{
+    return _mm512_broadcast_i32x4(XKEY(rk, r));
+}
+
+TGT_VAES INLINE __m512i zload(const uint8_t *p, int j, uint64_t m, int masked)
+{
+    return masked ? _mm512_maskz_loadu_epi64((__mmask8)(m >> (8 * j)), p + 64 * j)
+                  : _mm512_loadu_si512(p + 64 * j);
+}
+
+TGT_VAES INLINE void zstore(uint8_t *p, int j, __m512i v, uint64_t m, int masked)
+{
+    if (masked)
+        _mm512_mask_storeu_epi64(p + 64 * j, (__mmask8)(m >> (8 * j)), v);
+    else
+        _mm512_storeu_si512(p + 64 * j, v);
+}
+
+TGT_VAES INLINE void z_mid(const uint8_t *rk, int rounds, __m512i *z, int n, int dec)
+{
+    __m512i k = zkey(rk, 0);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        z[j] = _mm512_xor_si512(z[j], k);
+    for (int r = 1; r < rounds; r++) {
+        k = zkey(rk, r);
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++)
+            z[j] = dec ? _mm512_aesdec_epi128(z[j], k) : _mm512_aesenc_epi128(z[j], k);
+    }
+}
+
+TGT_VAES INLINE __m512i z_last(__m512i z, __m512i k, int dec)
+{
+    return dec ? _mm512_aesdeclast_epi128(z, k) : _mm512_aesenclast_epi128(z, k);
+}
+
+TGT_VAES INLINE void z_ecb_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                             int n, uint64_t m, int masked, int dec)
+{
+    __m512i z[8], kl = zkey(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        z[j] = zload(in, j, m, masked);
+    z_mid(rk, rounds, z, n, dec);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        zstore(out, j, z_last(z[j], kl, dec), m, masked);
+}
+
+/* *iv carries the previous ciphertext block in its top lane; alignr shifts each register's
+ * ciphertext up one block and pulls that block in, giving every lane its chaining value. */
+TGT_VAES INLINE void z_cbcdec_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                                int n, uint64_t m, int masked, __m512i *iv)
+{
+    __m512i c[8], z[8], kl = zkey(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        c[j] = z[j] = zload(in, j, m, masked);
+    z_mid(rk, rounds, z, n, 1);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        __m512i prev = _mm512_alignr_epi64(c[j], j ? c[j - 1] : *iv, 6);
+        zstore(out, j, z_last(z[j], _mm512_xor_si512(kl, prev), 1), m, masked);
+    }
+    *iv = c[n - 1];
+}
+
+/* *ctr: four byte-reversed counters, lane i = base + i; the same no-wrap span rule as x_ctr. */
+TGT_VAES INLINE void z_ctr_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                             int n, uint64_t m, int masked, __m512i *ctr)
+{
+    const __m512i bswap = _mm512_broadcast_i32x4(
+        _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+    __m512i z[8], kl = zkey(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        z[j] = _mm512_shuffle_epi8(*ctr, bswap);
+        *ctr = _mm512_add_epi64(*ctr, four);
+    }
+    z_mid(rk, rounds, z, n, 0);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        zstore(out, j, z_last(z[j], _mm512_xor_si512(kl, zload(in, j, m, masked)), 0), m, masked);
+}
+
+TGT_VAES INLINE void z_ecb(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                           size_t n, int dec)
+{
+    for (; n >= 32; n -= 32, in += 512, out += 512)
+        z_ecb_n(rk, rounds, in, out, 8, 0, 0, dec);
+    if (n > 16)
+        z_ecb_n(rk, rounds, in, out, 8, tail_mask(n), 1, dec);
+    else if (n)
+        z_ecb_n(rk, rounds, in, out, 4, tail_mask(n), 1, dec);
+}
+
+TGT_VAES INLINE void z_ctr(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                           size_t n, uint64_t hi, uint64_t lo)
+{
+    __m512i c = _mm512_add_epi64(_mm512_broadcast_i32x4(_mm_set_epi64x((long long)hi, (long long)lo)),
+                                 _mm512_set_epi64(0, 3, 0, 2, 0, 1, 0, 0));
+    for (; n >= 32; n -= 32, in += 512, out += 512)
+        z_ctr_n(rk, rounds, in, out, 8, 0, 0, &c);
+    if (n > 16)
+        z_ctr_n(rk, rounds, in, out, 8, tail_mask(n), 1, &c);
+    else if (n)
+        z_ctr_n(rk, rounds, in, out, 4, tail_mask(n), 1, &c);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Key schedule
+ * ------------------------------------------------------------------------------------------ */
+
+/* aeskeygenassist with the word in dword 1 gives SubWord(w) in dword 0 and RotWord(SubWord(w))
+ * in dword 1; rcon is XORed afterwards so one immediate serves every round. */
+TGT_NI static uint32_t sub_word(uint32_t w, int rot)
+{
+    __m128i v = _mm_aeskeygenassist_si128(_mm_set_epi32(0, 0, (int)w, 0), 0);
+    return (uint32_t)(rot ? _mm_extract_epi32(v, 1) : _mm_extract_epi32(v, 0));
+}
+
+/* FIPS-197 section 5.2, word by word: the same loop for 128-, 192- and 256-bit keys. */
+TGT_NI static void expand_enc(acc_aes_key *k, const uint8_t *key, int nk)
+{
+    static const uint8_t rcon[10] = { 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x1b, 0x36 };
+    uint32_t w[4 * (ACC_AES_MAXROUNDS + 1)];
+    int total = 4 * (k->rounds + 1);
+
+    memcpy(w, key, 4 * (size_t)nk);
+    for (int i = nk; i < total; i++) {
+        uint32_t t = w[i - 1];
+        if (i % nk == 0)
+            t = sub_word(t, 1) ^ rcon[i / nk - 1];
+        else if (nk > 6 && i % nk == 4)
+            t = sub_word(t, 0);
+        w[i] = w[i - nk] ^ t;
+    }
+    memcpy(k->enc, w, 4 * (size_t)total);
+    OPENSSL_cleanse(w, sizeof(w));
+}
+
+/* The equivalent inverse cipher: round keys reversed, InvMixColumns on the middle ones. */
+TGT_NI static void expand_dec(acc_aes_key *k)
+{
+    int nr = k->rounds;
+    XST(k->dec, XKEY(k->enc, nr));
+    for (int i = 1; i < nr; i++)
+        XST(k->dec + 16 * i, _mm_aesimc_si128(XKEY(k->enc, nr - i)));
+    XST(k->dec + 16 * nr, XKEY(k->enc, 0));
+}
+
+TGT_NI static int ni_set_key(acc_aes_key *k, const uint8_t *key, size_t keylen, int enc_only)
+{
+    if (k == NULL || key == NULL || (keylen != 16 && keylen != 24 && keylen != 32))
+        return 0;
+    k->keybits = (int)keylen * 8;
+    k->rounds = (int)keylen / 4 + 6;
+    k->evp = NULL;
+    expand_enc(k, key, (int)keylen / 4);
+    /* Never leave a previous key's decryption schedule behind. */
+    OPENSSL_cleanse(k->dec, sizeof(k->dec));
+    k->has_dec = !enc_only;
+    if (!enc_only)
+        expand_dec(k);
+    return 1;
+}
+
+static int ni_copy_key(acc_aes_key *dst, const acc_aes_key *src)
+{
+    if (dst == NULL || src == NULL)
+        return 0;
+    memcpy(dst, src, sizeof(*dst));
+    return 1;
+}
+
+static void ni_free_key(acc_aes_key *k)
+{
+    if (k != NULL)
+        OPENSSL_cleanse(k, sizeof(*k));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The two engines' entry points
+ * ------------------------------------------------------------------------------------------ */
+
+TGT_NI static void ni_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    x_ecb(k->enc, k->rounds, in, out, n, 0);
+}
+
+TGT_NI static void ni_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    x_ecb(k->dec, k->rounds, in, out, n, 1);
+}
+
+/* Serial by nature: the chain is one XOR plus the rounds per block; (in ^ rk0) is computed off
+ * the chain. Both engines use this one. */
+TGT_NI static void ni_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                              uint8_t iv[16])
+{
+    const uint8_t *rk = k->enc;
+    int rounds = k->rounds;
+    __m128i x = XLD(iv), k0 = XKEY(rk, 0), kl = XKEY(rk, rounds);
+
+    for (; n; n--, in += 16, out += 16) {
+        x = _mm_xor_si128(x, _mm_xor_si128(XLD(in), k0));
+        for (int r = 1; r < rounds; r++)
+            x = _mm_aesenc_si128(x, XKEY(rk, r));
+        x = _mm_aesenclast_si128(x, kl);
+        XST(out, x);
+    }
+    XST(iv, x);
+}
+
+TGT_NI static void ni_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                              uint8_t iv[16])
+{
+    x_cbcdec(k->dec, k->rounds, in, out, n, iv);
+}
+
+TGT_NI static void ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                          uint8_t ctr[16])
+{
+    uint64_t hi = load_be64(ctr), lo = load_be64(ctr + 8);
+    while (n) {
+        size_t m = ctr_span(lo, n);
+        x_ctr(k->enc, k->rounds, in, out, m, hi, lo);
+        in += 16 * m, out += 16 * m, n -= m;
+        lo += m;
+        hi += (lo == 0);                /* the low half wrapped: carry into the high half */
+    }
+    store_be64(ctr, hi);
+    store_be64(ctr + 8, lo);
+}
+
+TGT_VAES static void vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    if (n < VAES_MIN)
+        x_ecb(k->enc, k->rounds, in, out, n, 0);
+    else
+        z_ecb(k->enc, k->rounds, in, out, n, 0);
+}
+
+TGT_VAES static void vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    if (n < VAES_MIN)
+        x_ecb(k->dec, k->rounds, in, out, n, 1);
+    else
+        z_ecb(k->dec, k->rounds, in, out, n, 1);
+}
+
+TGT_VAES static void vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                                  uint8_t ivb[16])
+{
+    const uint8_t *rk = k->dec;
+    int rounds = k->rounds;
+    if (n < VAES_MIN) {
+        x_cbcdec(rk, rounds, in, out, n, ivb);
+        return;
+    }
+    /* The last ciphertext block is the next IV; take it before in == out overwrites it. */
+    __m128i next = XLD(in + 16 * (n - 1));
+    __m512i iv = _mm512_broadcast_i32x4(XLD(ivb));
+    for (; n >= 32; n -= 32, in += 512, out += 512)
+        z_cbcdec_n(rk, rounds, in, out, 8, 0, 0, &iv);
+    if (n > 16)
+        z_cbcdec_n(rk, rounds, in, out, 8, tail_mask(n), 1, &iv);
+    else if (n)
+        z_cbcdec_n(rk, rounds, in, out, 4, tail_mask(n), 1, &iv);
+    XST(ivb, next);
+}
+
+TGT_VAES static void vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                              uint8_t ctr[16])
+{
+    uint64_t hi = load_be64(ctr), lo = load_be64(ctr + 8);
+    while (n) {
+        size_t m = ctr_span(lo, n);
+        if (m < VAES_MIN)
+            x_ctr(k->enc, k->rounds, in, out, m, hi, lo);
+        else
+            z_ctr(k->enc, k->rounds, in, out, m, hi, lo);
+        in += 16 * m, out += 16 * m, n -= m;
+        lo += m;
+        hi += (lo == 0);
+    }
+    store_be64(ctr, hi);
+    store_be64(ctr + 8, lo);
+}
+
+static const acc_engine ni_engine = {
+    "aesni", ni_set_key, ni_ecb_enc, ni_ecb_dec, ni_cbc_enc, ni_cbc_dec, ni_ctr,
+    ni_copy_key, ni_free_key
+};
+
+static const acc_engine vaes_engine = {
+    "aesni-vaes", ni_set_key, vaes_ecb_enc, vaes_ecb_dec, ni_cbc_enc, vaes_cbc_dec, vaes_ctr,
+    ni_copy_key, ni_free_key
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Run-time selection
+ * ------------------------------------------------------------------------------------------ */
+
+static int cpu_has_aesni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    return (c & bit_AES) && (c & bit_SSE4_1) && (c & bit_SSSE3);
+}
+
+/* zmm state must be enabled by the OS (XCR0: SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM), not just
+ * present in the CPU. */
+static int cpu_has_vaes512(void)
+{
+    unsigned a, b, c, d, xlo, xhi;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
+        return 0;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    if ((xlo & 0xe6) != 0xe6)
+        return 0;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b & bit_AVX512F) && (b & bit_AVX512BW) && (c & bit_VAES);
+}
+
+static const acc_engine *aesni_chosen;
+
+static void aesni_choose(void)
+{
+    const char *no_vaes = getenv("ACCELAES_NO_VAES");
+    if (!cpu_has_aesni())
+        aesni_chosen = NULL;
+    else if (cpu_has_vaes512() && !(no_vaes != NULL && strcmp(no_vaes, "1") == 0))
+        aesni_chosen = &vaes_engine;
+    else
+        aesni_chosen = &ni_engine;
+}
+
+/* ACCELAES_NO_VAES=1 (read once) keeps the xmm code, so tests cover both paths on one machine. */
+const acc_engine *acc_engine_aesni(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, aesni_choose);
+    return aesni_chosen;
+}

@@ -1,0 +1,27 @@
+/* accel/cpu/engine_select.c: picks the inline engine once per process: AES-NI (with VAES where
+ * available) when the CPU has it, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "accel/engine.h"
+
+static const acc_engine *g_default;
+
+static void choose_default(void)
+{
+    const char *force = getenv("ACCELAES_FORCE_EVP_ENGINE");
+    const acc_engine *ni = acc_engine_aesni();
+
+    if ((force != NULL && strcmp(force, "1") == 0) || ni == NULL)
+        g_default = acc_engine_evp();
+    else
+        g_default = ni;
+}
+
+/* Read once: the engine must not change under contexts that already hold its key schedules. */
+const acc_engine *acc_engine_default(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_default);
+    return g_default;
+}

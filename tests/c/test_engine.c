@@ -1,0 +1,533 @@
+/* tests/c/test_engine.c: the inline AES engines (accel/cpu/aesni.c with and without VAES, and
+ * accel/cpu/evp_engine.c): published vectors, then randomized comparison with OpenSSL's default
+ * provider. ACCELAES_TEST_SEED=N replays a run. The xmm path is tested by re-running this binary
+ * with ACCELAES_NO_VAES=1 (the engine reads it once per process). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <openssl/evp.h>
+#include "accel/engine.h"
+
+enum { ECB_ENC, ECB_DEC, CBC_ENC, CBC_DEC, CTR, NMODES };
+static const char *const mode_name[NMODES] = { "ecb-enc", "ecb-dec", "cbc-enc", "cbc-dec", "ctr" };
+
+static int passed, failed;
+
+static void check(int cond, const acc_engine *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void check(int cond, const acc_engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    if (cond) {
+        passed++;
+        return;
+    }
+    if (++failed <= 30) {
+        fprintf(stderr, "FAIL [%s] ", e->name);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+}
+
+/* ---- small utilities ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)                          /* xorshift64*: reproducible from the seed */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static void rnd_bytes(uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(rnd() >> 56);
+}
+
+static size_t unhex(const char *s, uint8_t *out)
+{
+    size_t n = 0;
+    for (; s[0] && s[1]; s += 2)
+        sscanf(s, "%2hhx", &out[n++]);
+    return n;
+}
+
+/* The test's own 128-bit big-endian increment, independent of the header's acc_ctr_add. */
+static void ctr_inc(uint8_t c[16])
+{
+    for (int i = 15; i >= 0 && ++c[i] == 0; i--)
+        ;
+}
+
+/* Run one engine call on a fresh key. */
+static void eng_run(const acc_engine *e, const acc_aes_key *k, int mode, const uint8_t *in,
+                    uint8_t *out, size_t n, uint8_t iv[16])
+{
+    switch (mode) {
+    case ECB_ENC: e->ecb_enc(k, in, out, n); break;
+    case ECB_DEC: e->ecb_dec(k, in, out, n); break;
+    case CBC_ENC: e->cbc_enc(k, in, out, n, iv); break;
+    case CBC_DEC: e->cbc_dec(k, in, out, n, iv); break;
+    default:      e->ctr(k, in, out, n, iv); break;
+    }
+}
+
+/* ---- the reference: OpenSSL's default provider ---- */
+
+static int reference(int mode, const uint8_t *key, int keybits, const uint8_t *iv,
+                     const uint8_t *in, uint8_t *out, size_t n)
+{
+    static EVP_CIPHER *cache[3][3];
+    static const char *const m[3] = { "ECB", "CBC", "CTR" };
+    int mi = mode <= ECB_DEC ? 0 : mode <= CBC_DEC ? 1 : 2, ki = keybits / 64 - 2, ol = 0, ok;
+    char name[32];
+
+    if (cache[mi][ki] == NULL) {
+        snprintf(name, sizeof(name), "AES-%d-%s", keybits, m[mi]);
+        cache[mi][ki] = EVP_CIPHER_fetch(NULL, name, "provider=default");
+    }
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    ok = c != NULL && cache[mi][ki] != NULL
+         && EVP_CipherInit_ex2(c, cache[mi][ki], key, mi ? iv : NULL, mode != ECB_DEC && mode != CBC_DEC, NULL)
+         && EVP_CIPHER_CTX_set_padding(c, 0)
+         && (n == 0 || (EVP_CipherUpdate(c, out, &ol, in, (int)(16 * n)) && (size_t)ol == 16 * n));
+    EVP_CIPHER_CTX_free(c);
+    return ok;
+}
+
+/* The IV/counter an engine must leave behind, worked out without the engine. */
+static void expected_iv(int mode, const uint8_t *in, const uint8_t *out, size_t n, uint8_t iv[16])
+{
+    if (n == 0)
+        return;
+    if (mode == CBC_ENC)
+        memcpy(iv, out + 16 * (n - 1), 16);
+    else if (mode == CBC_DEC)
+        memcpy(iv, in + 16 * (n - 1), 16);
+    else if (mode == CTR)
+        for (size_t i = 0; i < n; i++)
+            ctr_inc(iv);
+}
+
+/* ---- published vectors: FIPS-197 appendix C, SP 800-38A F.1, F.2, F.5 ---- */
+
+static const char *const kat_keys[3] = {
+    "2b7e151628aed2a6abf7158809cf4f3c",
+    "8e73b0f7da0e6452c810f32b809079e562f8ead2522c6b7b",
+    "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4" };
+static const char *const kat_pt =
+    "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
+    "30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+static const char *const kat_ct[3][3] = {    /* [mode: ECB, CBC, CTR][key size] */
+    { "3ad77bb40d7a3660a89ecaf32466ef97f5d3d58503b9699de785895a96fdbaaf"
+      "43b1cd7f598ece23881b00e3ed0306887b0c785e27e8ad3f8223207104725dd4",
+      "bd334f1d6e45f25ff712a214571fa5cc974104846d0ad3ad7734ecb3ecee4eef"
+      "ef7afd2270e2e60adce0ba2face6444e9a4b41ba738d6c72fb16691603c18e0e",
+      "f3eed1bdb5d2a03c064b5a7e3db181f8591ccb10d410ed26dc5ba74a31362870"
+      "b6ed21b99ca6f4f9f153e7b1beafed1d23304b7a39f9f3ff067d8d8f9e24ecc7" },
+    { "7649abac8119b246cee98e9b12e9197d5086cb9b507219ee95db113a917678b2"
+      "73bed6b8e3c1743b7116e69e222295163ff1caa1681fac09120eca307586e1a7",
+      "4f021db243bc633d7178183a9fa071e8b4d9ada9ad7dedf4e5e738763f69145a"
+      "571b242012fb7ae07fa9baac3df102e008b0e27988598881d920a9e64f5615cd",
+      "f58c4c04d6e5f1ba779eabfb5f7bfbd69cfc4e967edb808d679f777bc6702c7d"
+      "39f23369a9d9bacfa530e26304231461b2eb05e2c39be9fcda6c19078c6a9d1b" },
+    { "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff"
+      "5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee",
+      "1abc932417521ca24f2b0459fe7e6e0b090339ec0aa6faefd5ccc2c6f4ce8e94"
+      "1e36b26bd1ebc670d1bd1d665620abf74f78a7f6d29809585a97daec58c6b050",
+      "601ec313775789a5b7a7f504bbf3d228f443e3ca4d62b59aca84e990cacaf5c5"
+      "2b0930daa23de94ce87017ba2d84988ddfc9c58db67aada613c2dd08457941a6" } };
+static const char *const fips197_ct[3] = {
+    "69c4e0d86a7b0430d8cdb78070b4c55a", "dda97ca4864cdfe06eaf70a0ec0d7191",
+    "8ea2b7ca516745bfeafc49904b496089" };
+
+/* Encrypt and decrypt one vector, out of place and in place. */
+static void kat_one(const acc_engine *e, int mi, int ki, const uint8_t *key, const uint8_t *iv0,
+                    const uint8_t *pt, const uint8_t *ct, size_t n)
+{
+    acc_aes_key k;
+    uint8_t out[64], iv[16];
+    int enc = mi == 0 ? ECB_ENC : mi == 1 ? CBC_ENC : CTR, dec = mi == 0 ? ECB_DEC : mi == 1 ? CBC_DEC : CTR;
+
+    memset(&k, 0, sizeof(k));
+    check(e->set_key(&k, key, 16 + 8 * (size_t)ki, 0), e, "set_key %d", 128 + 64 * ki);
+    for (int inplace = 0; inplace < 2; inplace++) {
+        memcpy(iv, iv0, 16);
+        if (inplace)
+            memcpy(out, pt, 16 * n);
+        eng_run(e, &k, enc, inplace ? out : pt, out, n, iv);
+        check(memcmp(out, ct, 16 * n) == 0, e, "KAT %s-%d %s", mode_name[enc], 128 + 64 * ki,
+              inplace ? "in place" : "");
+        memcpy(iv, iv0, 16);
+        if (inplace)
+            memcpy(out, ct, 16 * n);
+        eng_run(e, &k, dec, inplace ? out : ct, out, n, iv);
+        check(memcmp(out, pt, 16 * n) == 0, e, "KAT %s-%d %s", mode_name[dec], 128 + 64 * ki,
+              inplace ? "in place" : "");
+    }
+    e->free_key(&k);
+}
+
+static void test_kat(const acc_engine *e)
+{
+    uint8_t key[32], pt[64], ct[64], iv[16];
+    for (int ki = 0; ki < 3; ki++) {
+        unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", key);
+        unhex("00112233445566778899aabbccddeeff", pt);
+        unhex(fips197_ct[ki], ct);
+        kat_one(e, 0, ki, key, iv, pt, ct, 1);                    /* FIPS-197 C.1-C.3 */
+        unhex(kat_keys[ki], key);
+        unhex(kat_pt, pt);
+        for (int mi = 0; mi < 3; mi++) {
+            unhex(mi == 2 ? "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff" : "000102030405060708090a0b0c0d0e0f", iv);
+            unhex(kat_ct[mi][ki], ct);
+            kat_one(e, mi, ki, key, iv, pt, ct, 4);
+        }
+    }
+}
+
+/* ---- randomized comparison with the default provider ---- */
+
+static uint8_t *g_in, *g_out, *g_ref;
+#define MAXBLOCKS 4099
+
+/* One call on random key, IV and data; buffers misaligned by random offsets. */
+static void compare_one(const acc_engine *e, int mode, int keybits, size_t n, int inplace)
+{
+    acc_aes_key k;
+    uint8_t key[32], iv[16], iv0[16], want_iv[16];
+    uint8_t *in = g_in + rnd() % 16, *out = inplace ? in : g_out + rnd() % 16, *ref = g_ref + 1;
+    int enc_only = mode != ECB_DEC && mode != CBC_DEC;
+
+    rnd_bytes(key, sizeof(key));
+    rnd_bytes(iv0, 16);
+    if (mode == CTR && rnd() % 4 == 0)           /* now and then a counter about to carry */
+        memset(iv0 + 8 + rnd() % 8, 0xff, 8);
+    rnd_bytes(in, 16 * n);
+    memset(&k, 0, sizeof(k));
+    if (!reference(mode, key, keybits, iv0, in, ref, n) || !e->set_key(&k, key, (size_t)keybits / 8, enc_only)) {
+        check(0, e, "set-up %s-%d n=%zu", mode_name[mode], keybits, n);
+        return;
+    }
+    memcpy(want_iv, iv0, 16);
+    expected_iv(mode, in, ref, n, want_iv);
+    memcpy(iv, iv0, 16);
+    eng_run(e, &k, mode, in, out, n, iv);
+    check(memcmp(out, ref, 16 * n) == 0 && memcmp(iv, want_iv, 16) == 0, e,
+          "%s-%d n=%zu %s: output or IV differs from the default provider", mode_name[mode],
+          keybits, n, inplace ? "in place" : "out of place");
+    e->free_key(&k);
+}
+
+static void test_random(const acc_engine *e)
+{
+    static const size_t big[] = { 127, 128, 129, 1000, 4099 };
+    for (int mode = 0; mode < NMODES; mode++)
+        for (int keybits = 128; keybits <= 256; keybits += 64)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                for (size_t n = 0; n <= 70; n++)
+                    compare_one(e, mode, keybits, n, inplace);
+                for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+                    compare_one(e, mode, keybits, big[i], inplace);
+            }
+}
+
+/* ---- CTR at the 2^32, 2^64 and 2^128 boundaries: reference = ECB of our own counters ---- */
+
+static void ctr_edge(const acc_engine *e, int keybits, const uint8_t iv0[16], size_t n)
+{
+    acc_aes_key k;
+    uint8_t key[32], c[16], iv[16], ks[16 * 80], pt[16 * 80], want[16 * 80], got[16 * 80];
+
+    rnd_bytes(key, sizeof(key));
+    rnd_bytes(pt, 16 * n);
+    memcpy(c, iv0, 16);
+    for (size_t i = 0; i < n; i++, ctr_inc(c))
+        memcpy(ks + 16 * i, c, 16);
+    memset(&k, 0, sizeof(k));
+    if (!reference(ECB_ENC, key, keybits, NULL, ks, ks, n) || !e->set_key(&k, key, (size_t)keybits / 8, 1)) {
+        check(0, e, "ctr edge set-up");
+        return;
+    }
+    for (size_t i = 0; i < 16 * n; i++)
+        want[i] = pt[i] ^ ks[i];
+    memcpy(iv, iv0, 16);
+    e->ctr(&k, pt, got, n, iv);
+    check(memcmp(got, want, 16 * n) == 0 && memcmp(iv, c, 16) == 0, e,
+          "ctr-%d across a carry: iv %02x..%02x%02x n=%zu", keybits, iv0[0], iv0[14], iv0[15], n);
+    e->free_key(&k);
+}
+
+static void test_ctr_edges(const acc_engine *e)
+{
+    uint8_t iv[16];
+    for (int keybits = 128; keybits <= 256; keybits += 64) {
+        for (int width = 4; width <= 16; width += 4) {        /* low 32, 64, 96 bits, all 128 */
+            rnd_bytes(iv, 16);
+            memset(iv + 16 - width, 0xff, (size_t)width);
+            iv[15] = 0xf0;
+            ctr_edge(e, keybits, iv, 40);
+        }
+        for (int back = 1; back <= 40; back++) {              /* the carry at every position */
+            rnd_bytes(iv, 8);
+            memset(iv + 8, 0xff, 8);
+            iv[15] = (uint8_t)(0x100 - back);
+            ctr_edge(e, keybits, iv, 70);
+            memset(iv, 0xff, 16);                             /* and the wrap to zero */
+            iv[15] = (uint8_t)(0x100 - back);
+            ctr_edge(e, keybits, iv, 1 + rnd() % 70);
+        }
+    }
+}
+
+/* ---- chained calls: the IV/counter carried across calls equals one call ---- */
+
+static void test_chain(const acc_engine *e)
+{
+    enum { N = 300 };
+    static uint8_t in[16 * N], one[16 * N], many[16 * N];
+    uint8_t key[32], iv0[16], iv1[16], iv2[16];
+    acc_aes_key k;
+
+    for (int mode = 0; mode < NMODES; mode++)
+        for (int keybits = 128; keybits <= 256; keybits += 64) {
+            rnd_bytes(key, sizeof(key));
+            rnd_bytes(in, sizeof(in));
+            rnd_bytes(iv0, 16);
+            if (mode == CTR)
+                memset(iv0 + 8, 0xff, 7);             /* the low half wraps mid-stream */
+            memset(&k, 0, sizeof(k));
+            if (!e->set_key(&k, key, (size_t)keybits / 8, 0)) {
+                check(0, e, "chain set_key");
+                continue;
+            }
+            memcpy(iv1, iv0, 16);
+            eng_run(e, &k, mode, in, one, N, iv1);
+            memcpy(iv2, iv0, 16);
+            memcpy(many, in, sizeof(in));
+            for (size_t at = 0, m; at < N; at += m) {   /* in place, pieces of 0..40 blocks */
+                m = rnd() % 41;
+                m = m > N - at ? N - at : m;
+                eng_run(e, &k, mode, many + 16 * at, many + 16 * at, m, iv2);
+            }
+            check(memcmp(one, many, sizeof(one)) == 0 && memcmp(iv1, iv2, 16) == 0, e,
+                  "%s-%d: chained calls differ from one call", mode_name[mode], keybits);
+            e->free_key(&k);
+        }
+}
+
+/* ---- the interface's other promises ---- */
+
+static int all_zero(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+static void test_api(const acc_engine *e)
+{
+    static const size_t bad[] = { 0, 8, 15, 17, 20, 31, 33, 64 };
+    uint8_t key[32], pt[16 * 37], ref[16 * 37], out[16 * 37], iv[16], iv0[16];
+    acc_aes_key k, copy;
+
+    rnd_bytes(key, sizeof(key));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&k, 0, sizeof(k));
+        check(!e->set_key(&k, key, bad[i], 0), e, "set_key accepted a %zu-byte key", bad[i]);
+        e->free_key(&k);
+    }
+    memset(&k, 0, sizeof(k));
+    check(!e->set_key(&k, NULL, 16, 0), e, "set_key accepted a NULL key");
+
+    /* A copy outlives its original and gives the same results. */
+    rnd_bytes(pt, sizeof(pt));
+    rnd_bytes(iv0, 16);
+    memset(&copy, 0, sizeof(copy));
+    check(e->set_key(&k, key, 24, 0) && e->copy_key(&copy, &k), e, "set_key/copy_key");
+    e->free_key(&k);
+    check(all_zero(&k, sizeof(k)), e, "free_key left bytes of the key struct behind");
+    for (int mode = 0; mode < NMODES; mode++) {
+        memcpy(iv, iv0, 16);
+        eng_run(e, &copy, mode, pt, out, 37, iv);
+        check(reference(mode, key, 192, iv0, pt, ref, 37) && memcmp(out, ref, sizeof(out)) == 0, e,
+              "%s with a copied key", mode_name[mode]);
+    }
+    /* Zero blocks: nothing written, IV untouched. */
+    for (int mode = 0; mode < NMODES; mode++) {
+        memset(out, 0xa5, sizeof(out));
+        memcpy(iv, iv0, 16);
+        eng_run(e, &copy, mode, pt, out, 0, iv);
+        check(out[0] == 0xa5 && memcmp(iv, iv0, 16) == 0, e, "%s with 0 blocks", mode_name[mode]);
+    }
+    /* Re-keying a key struct in use (after free_key, as the provider does) takes the new key. */
+    e->free_key(&copy);
+    key[0] ^= 1;
+    check(e->set_key(&copy, key, 32, 1), e, "re-key");
+    e->ecb_enc(&copy, pt, out, 37);
+    check(reference(ECB_ENC, key, 256, NULL, pt, ref, 37) && memcmp(out, ref, sizeof(out)) == 0, e,
+          "ecb-enc after re-key");
+    e->free_key(&copy);
+}
+
+/* Several threads share one const key, each with its own output (the split path does this). */
+typedef struct thr_arg {
+    const acc_engine *e;
+    const acc_aes_key *k;
+    int mode, ok;
+    uint8_t iv[16], in[16 * 200], want[16 * 200], out[16 * 200];
+} thr_arg;
+
+static pthread_barrier_t thr_start;
+
+/* Many short calls (every mode is prefix-consistent, so n blocks must match the reference's
+ * first n) give the threads many chances to meet inside one engine call. */
+static void *thr_main(void *p)
+{
+    thr_arg *a = p;
+    a->ok = 1;
+    pthread_barrier_wait(&thr_start);
+    for (size_t r = 0; r < 4000; r++) {
+        uint8_t iv[16];
+        size_t n = 1 + (r * 7919) % 200;
+        memcpy(iv, a->iv, 16);
+        eng_run(a->e, a->k, a->mode, a->in, a->out, n, iv);
+        a->ok &= memcmp(a->out, a->want, 16 * n) == 0;
+    }
+    return NULL;
+}
+
+static void test_threads(const acc_engine *e)
+{
+    enum { T = 6 };
+    static thr_arg a[T];
+    pthread_t th[T];
+    uint8_t key[16];
+    acc_aes_key k;
+
+    rnd_bytes(key, sizeof(key));
+    memset(&k, 0, sizeof(k));
+    if (!e->set_key(&k, key, 16, 0)) {
+        check(0, e, "threads set_key");
+        return;
+    }
+    for (int i = 0; i < T; i++) {
+        a[i].e = e, a[i].k = &k, a[i].mode = i < 4 ? CBC_ENC : i == 4 ? CTR : CBC_DEC;
+        rnd_bytes(a[i].iv, 16);
+        rnd_bytes(a[i].in, sizeof(a[i].in));
+        if (!reference(a[i].mode, key, 128, a[i].iv, a[i].in, a[i].want, 200))
+            check(0, e, "threads reference");
+    }
+    pthread_barrier_init(&thr_start, NULL, T);
+    for (int i = 0; i < T; i++)
+        pthread_create(&th[i], NULL, thr_main, &a[i]);
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        check(a[i].ok, e, "thread %d (%s) on a shared key", i, mode_name[a[i].mode]);
+    }
+    pthread_barrier_destroy(&thr_start);
+    e->free_key(&k);
+}
+
+static void test_engine(const acc_engine *e)
+{
+    int before = failed;
+    test_kat(e);
+    test_random(e);
+    test_ctr_edges(e);
+    test_chain(e);
+    test_api(e);
+    test_threads(e);
+    printf("engine %s: %s\n", e->name, failed == before ? "ok" : "FAILED");
+}
+
+/* ---- the xmm re-run: this binary again, with ACCELAES_NO_VAES=1 ---- */
+
+static void run_xmm_child(uint64_t seed)
+{
+    char line[256], sseed[32];
+    int fd[2], p = 0, f = -1, status = 0;
+
+    snprintf(sseed, sizeof(sseed), "%llu", (unsigned long long)seed);
+    fflush(stdout);
+    if (pipe(fd) != 0) {
+        check(0, acc_engine_aesni(), "pipe for the xmm re-run");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        setenv("ACCELAES_NO_VAES", "1", 1);
+        setenv("ACCELAES_FORCE_EVP_ENGINE", "1", 1);
+        setenv("ACCELAES_TEST_SEED", sseed, 1);
+        execl("/proc/self/exe", "test_engine", "--child", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *fp = fdopen(fd[0], "r");
+    while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
+        printf("  [xmm re-run] %s", line);
+        sscanf(line, "%d passed, %d failed", &p, &f);
+    }
+    if (fp != NULL)
+        fclose(fp);
+    waitpid(pid, &status, 0);
+    passed += p;
+    if (f < 0 || !WIFEXITED(status))
+        check(0, acc_engine_aesni(), "xmm re-run did not finish (status %d)", status);
+    else if (f > 0)
+        failed += f;
+    else if (WEXITSTATUS(status) != 0)
+        check(0, acc_engine_aesni(), "xmm re-run exited with %d", WEXITSTATUS(status));
+}
+
+int main(int argc, char **argv)
+{
+    int child = argc > 1 && strcmp(argv[1], "--child") == 0;
+    const char *s = getenv("ACCELAES_TEST_SEED"), *force = getenv("ACCELAES_FORCE_EVP_ENGINE");
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    const acc_engine *ni = acc_engine_aesni(), *evp = acc_engine_evp();
+    int forced = force != NULL && strcmp(force, "1") == 0;
+
+    rng_state = seed | 1;
+    printf("seed %llu (replay: ACCELAES_TEST_SEED=%llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    g_in = malloc(16 * MAXBLOCKS + 64);
+    g_out = malloc(16 * MAXBLOCKS + 64);
+    g_ref = malloc(16 * MAXBLOCKS + 64);
+    if (!g_in || !g_out || !g_ref || !evp) {
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    if (ni != NULL)
+        test_engine(ni);
+    else
+        printf("skip: AES-NI engine: this CPU has no AES-NI\n");
+    if (child) {
+        check(ni == NULL || strcmp(ni->name, "aesni") == 0, evp, "ACCELAES_NO_VAES=1 ignored");
+    } else {
+        test_engine(evp);
+        if (ni != NULL && strcmp(ni->name, "aesni-vaes") == 0)
+            run_xmm_child(seed);
+        else
+            printf("skip: xmm re-run: %s\n", ni ? "no VAES/AVX-512 here, the xmm engine ran above"
+                                                : "no AES-NI");
+    }
+    check(acc_engine_default() == ((forced || child || !ni) ? evp : ni), evp,
+          "acc_engine_default() is %s", acc_engine_default()->name);
+    free(g_in), free(g_out), free(g_ref);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
