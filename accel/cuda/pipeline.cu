@@ -1,0 +1,263 @@
+/* accel/cuda/pipeline.cu: run() for one slot: jobs are cut into chunks staged through the slot's
+ * pinned buffers, each chunk on its own stream (copy in, kernels, copy out overlap across chunks),
+ * and written back to the callers' buffers strictly in order, so a failure leaves a correct prefix. */
+#include <string.h>
+#include "accel/engine.h"
+#include "accel/cuda/runtime.h"
+
+/* Where staging has got to: job j, offset off in it. */
+typedef struct cursor {
+    size_t j, off;
+} cursor;
+
+typedef struct group {
+    acc_cu_slot *sl;
+    acc_gpu_job *jobs;
+    size_t n;
+    int fwd_grid_max, inv_grid_max;
+} group;
+
+static int is_fwd(int op) { return op == ACC_GPU_ECB_ENC || op == ACC_GPU_CTR; }
+static int is_inv(int op) { return op == ACC_GPU_ECB_DEC || op == ACC_GPU_CBC_DEC; }
+
+static int valid_job(const acc_gpu_job *jb)
+{
+    return (is_fwd(jb->op) || is_inv(jb->op) || jb->op == ACC_GPU_CBC_ENC)
+        && (jb->keybits == 128 || jb->keybits == 192 || jb->keybits == 256)
+        && jb->key && jb->len % 16 == 0 && (jb->len == 0 || (jb->in && jb->out))
+        && jb->len / 16 < (1ULL << 40);
+}
+
+/* Expand every job's key on the host and copy the schedules to the device (then wipe the
+ * pinned copy: key material stays in pinned memory only for the copy). */
+static int upload_keys(group *g)
+{
+    acc_cu_slot *sl = g->sl;
+    for (size_t j = 0; j < g->n; j++) {
+        uint32_t *rk = sl->h_keys + j * ACC_CU_RK_STRIDE;
+        int rounds = acc_core_enc_keys(&acc_cu.host_tables, g->jobs[j].key, g->jobs[j].keybits, rk);
+        if (is_inv(g->jobs[j].op))
+            acc_core_dec_keys(&acc_cu.host_tables, rk, rounds, rk + 60);
+        memcpy(sl->jctr[j], g->jobs[j].iv, 16);
+    }
+    size_t bytes = g->n * ACC_CU_RK_STRIDE * 4;
+    cudaStream_t st = sl->buf[0].st;
+    int rc = acc_cu_check(cudaMemcpyAsync(sl->d_keys, sl->h_keys, bytes, cudaMemcpyHostToDevice, st), "copy keys")
+          || acc_cu_check(cudaStreamSynchronize(st), "copy keys (sync)");
+    explicit_bzero(sl->h_keys, bytes);
+    return rc ? -1 : 0;
+}
+
+static void wipe_keys(group *g)
+{
+    cudaMemsetAsync(g->sl->d_keys, 0, g->n * ACC_CU_RK_STRIDE * 4, g->sl->buf[0].st);
+    cudaStreamSynchronize(g->sl->buf[0].st);
+}
+
+static int rounds_of(int keybits) { return keybits / 32 + 6; }
+
+/* Fill buffer bf with the next chunk from cursor c and queue its copies and kernels on its
+ * stream. prev: the buffer of the chunk before (for CBC-encrypt chaining), or NULL. */
+static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
+{
+    size_t pos = 0, np = 0, nf = 0, ni = 0;
+    int need_in = 0, chain = 0;
+    bf->nwb = 0;
+    /* pass 1: decide the pieces (job order) and copy inputs into pinned memory */
+    while (c->j < g->n && pos < acc_cu.chunk) {
+        acc_gpu_job *jb = &g->jobs[c->j];
+        size_t take = jb->len - c->off;
+        if (take > acc_cu.chunk - pos)
+            take = acc_cu.chunk - pos;
+        if (take == 0) {
+            c->j++;
+            c->off = 0;
+            continue;
+        }
+        acc_cu_wb *w = &bf->wb[bf->nwb++];
+        w->job = (uint32_t)c->j;
+        w->op = (uint8_t)jb->op;
+        w->joff = c->off;
+        w->len = take;
+        w->pos = pos;
+        if (!(jb->op == ACC_GPU_CTR && acc_cu.ctr_ks)) {
+            memcpy(bf->h + pos, jb->in + c->off, take);
+            need_in = 1;
+        }
+        nf += is_fwd(jb->op);
+        ni += is_inv(jb->op);
+        pos += take;
+        c->off += take;
+        if (c->off == jb->len) {
+            c->j++;
+            c->off = 0;
+        }
+    }
+    np = bf->nwb;
+    /* pass 2: piece descriptors, grouped per kernel with a running block index each */
+    size_t at[3] = { 0, nf, nf + ni };
+    uint32_t first[3] = { 0, 0, 0 };
+    for (size_t i = 0; i < np; i++) {
+        acc_cu_wb *w = &bf->wb[i];
+        acc_gpu_job *jb = &g->jobs[w->job];
+        int k = is_fwd(w->op) ? 0 : is_inv(w->op) ? 1 : 2;
+        acc_piece *p = &bf->h_pieces[at[k]++];
+        uint8_t *jc = g->sl->jctr[w->job];
+        p->first = first[k];
+        p->nblk = (uint32_t)(w->len / 16);
+        p->off = (uint32_t)(w->pos / 16);
+        p->job = w->job;
+        p->op = w->op;
+        p->rounds = (uint8_t)rounds_of(jb->keybits);
+        p->flags = 0;
+        p->pad = 0;
+        first[k] += p->nblk;
+        memcpy(p->iv, jc, 16);   /* CTR: counter here; CBC-dec: previous ciphertext; CBC-enc: IV */
+        if (w->op == ACC_GPU_CTR) {
+            acc_ctr_add(jc, p->nblk);
+            memcpy(w->next_iv, jc, 16);
+        } else if (w->op == ACC_GPU_CBC_DEC) {
+            memcpy(jc, bf->h + w->pos + w->len - 16, 16);   /* input: read before anything is written */
+            memcpy(w->next_iv, jc, 16);
+        } else if (w->op == ACC_GPU_CBC_ENC && w->joff > 0) {
+            p->flags = ACC_PIECE_CHAIN;
+            chain = 1;
+        }
+    }
+    cudaStream_t st = bf->st;
+    if (acc_cu_check(cudaMemcpyAsync(bf->d_pieces, bf->h_pieces, np * sizeof(acc_piece), cudaMemcpyHostToDevice, st), "copy pieces")
+        || (need_in && acc_cu_check(cudaMemcpyAsync(bf->d_in, bf->h, pos, cudaMemcpyHostToDevice, st), "copy in"))
+        || (chain && prev && acc_cu_check(cudaStreamWaitEvent(st, prev->kdone, 0), "cudaStreamWaitEvent")))
+        return -1;
+    acc_kargs a;
+    a.in = bf->d_in;
+    a.out = bf->d_out;
+    a.rk = g->sl->d_keys;
+    a.chain = g->sl->d_chain;
+    a.tables = acc_cu.d_tables;
+    a.ks_only = acc_cu.ctr_ks;
+    size_t counts[3] = { nf, ni, np - nf - ni }, base = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!counts[k])
+            continue;
+        a.pieces = bf->d_pieces + base;
+        a.npieces = (uint32_t)counts[k];
+        a.nblocks = first[k];
+        base += counts[k];
+        cudaError_t e;
+        if (k == 2) {
+            e = acc_cu_launch_cbcenc(&a, st);
+        } else {
+            size_t want = (a.nblocks + ACC_CU_THREADS - 1) / ACC_CU_THREADS;
+            int cap = k == 0 ? g->fwd_grid_max : g->inv_grid_max;
+            e = k == 0 ? acc_cu_launch_fwd(&a, want < (size_t)cap ? (int)want : cap, st)
+                       : acc_cu_launch_inv(&a, want < (size_t)cap ? (int)want : cap, st);
+        }
+        if (acc_cu_check(e, "kernel launch"))
+            return -1;
+    }
+    if (acc_cu_check(cudaEventRecord(bf->kdone, st), "cudaEventRecord")
+        || acc_cu_check(cudaMemcpyAsync(bf->h, bf->d_out, pos, cudaMemcpyDeviceToHost, st), "copy out")
+        || acc_cu_check(cudaEventRecord(bf->done, st), "cudaEventRecord"))
+        return -1;
+    return 0;
+}
+
+static void xor_into(uint8_t *out, const uint8_t *in, const uint8_t *ks, size_t len)
+{
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, in + i, 8);
+        memcpy(&b, ks + i, 8);
+        a ^= b;
+        memcpy(out + i, &a, 8);
+    }
+    for (; i < len; i++)
+        out[i] = in[i] ^ ks[i];
+}
+
+/* Wait for a chunk, then copy its output to the callers in order and advance done / iv. */
+static int write_back(group *g, acc_cu_buf *bf)
+{
+    if (acc_cu_check(cudaEventSynchronize(bf->done), "chunk"))
+        return -1;
+    for (size_t i = 0; i < bf->nwb; i++) {
+        acc_cu_wb *w = &bf->wb[i];
+        acc_gpu_job *jb = &g->jobs[w->job];
+        const uint8_t *src = bf->h + w->pos;
+        if (w->op == ACC_GPU_CTR && acc_cu.ctr_ks)
+            xor_into(jb->out + w->joff, jb->in + w->joff, src, w->len);
+        else
+            memcpy(jb->out + w->joff, src, w->len);
+        jb->done = w->joff + w->len;
+        if (w->op == ACC_GPU_CTR || w->op == ACC_GPU_CBC_DEC)
+            memcpy(jb->iv, w->next_iv, 16);
+        else if (w->op == ACC_GPU_CBC_ENC)
+            memcpy(jb->iv, src + w->len - 16, 16);
+    }
+    return 0;
+}
+
+/* One group of at most ACC_CU_MAXJOBS jobs through the slot's ring of buffers. */
+static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left)
+{
+    group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms };
+    cursor c = { 0, 0 };
+    size_t head = 0, tail = 0;   /* chunks staged / written back (ring index = count % nbuf) */
+    int rc = 0;
+    if (upload_keys(&g))
+        return -1;
+    for (;;) {
+        int more = c.j < n;
+        if (more && *chunks_left == 0) {
+            rc = acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
+            more = 0;
+        }
+        if (more && !rc && head - tail < (size_t)acc_cu.nbuf) {
+            acc_cu_buf *prev = head > tail ? &sl->buf[(head - 1) % acc_cu.nbuf] : NULL;
+            if (stage(&g, &c, &sl->buf[head % acc_cu.nbuf], prev)) {
+                rc = -1;
+            } else {
+                head++;
+                if (*chunks_left > 0)
+                    (*chunks_left)--;
+                continue;
+            }
+        }
+        if (tail == head)
+            break;
+        if (!rc && write_back(&g, &sl->buf[tail % acc_cu.nbuf]))
+            rc = -1;
+        tail++;   /* after a failure the rest are only drained, never written back */
+        if (rc) {
+            for (int b = 0; b < acc_cu.nbuf; b++)
+                cudaStreamSynchronize(sl->buf[b].st);
+            break;
+        }
+    }
+    wipe_keys(&g);
+    return rc;
+}
+
+int acc_cu_run(int slot, acc_gpu_job *jobs, size_t njobs)
+{
+    for (size_t i = 0; i < njobs; i++)
+        if (!valid_job(&jobs[i]))
+            return acc_cu_fail("run: job %zu is invalid (op %d, keybits %d, len %zu)", i, jobs[i].op,
+                               jobs[i].keybits, jobs[i].len);
+    acc_cu_slot *sl = &acc_cu.slot[slot];
+    long chunks_left = acc_cu.fail_after;   /* -1: no limit */
+    int rc = 0;
+    pthread_mutex_lock(&sl->lock);
+    if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice")) {
+        rc = -1;
+    } else {
+        for (size_t g = 0; g < njobs && rc == 0; g += ACC_CU_MAXJOBS)
+            rc = run_group(sl, jobs + g, njobs - g < ACC_CU_MAXJOBS ? njobs - g : ACC_CU_MAXJOBS, &chunks_left);
+    }
+    if (rc && acc_cu.fail_after < 0)
+        acc_cu_after_error();
+    pthread_mutex_unlock(&sl->lock);
+    return rc;
+}

@@ -1,0 +1,297 @@
+/* accel/cuda/runtime.cu: the CUDA plugin's entry point and process state: lazy (per-process,
+ * fork-aware) CUDA initialisation, the pinned NUMA-local staging pool, streams, errors. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include "accel/cuda/runtime.h"
+
+acc_cu_state acc_cu;
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread char t_err[256];
+
+int acc_cu_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_err, sizeof(t_err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int acc_cu_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    return acc_cu_fail("%s: %s", what, cudaGetErrorString(e));
+}
+
+void acc_cu_after_error(void)
+{
+    /* A sticky error (illegal address, launch failure, ...) poisons the context: every later
+     * call fails too. Detect it once so later runs fail at once instead of trying again. */
+    cudaGetLastError();
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        acc_cu.broken = 1;
+        snprintf(acc_cu.why, sizeof(acc_cu.why), "CUDA context unusable: %.200s", cudaGetErrorString(e));
+    }
+}
+
+static long env_long(const char *name, long def, long lo, long hi)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return def;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi)
+        return def;
+    return x;
+}
+
+/* The NUMA node of the GPU's PCI function, from sysfs; -1 where unknown. */
+static int gpu_numa_node(const cudaDeviceProp *p)
+{
+    char path[128];
+    int node = -1;
+    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.0/numa_node",
+             p->pciDomainID, p->pciBusID, p->pciDeviceID);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%d", &node) != 1)
+            node = -1;
+        fclose(f);
+    }
+    return node < 0 ? -1 : node;
+}
+
+/* Pinned host memory on the GPU's node: mmap, prefer the node (mbind, no libnuma needed), touch
+ * so the pages are placed now, then pin. Without a known node: cudaHostAlloc. */
+static int pinned_alloc(uint8_t **p, int *numa, size_t len, int node)
+{
+    *numa = 0;
+    if (node >= 0 && node < 64) {
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED) {
+            unsigned long mask = 1UL << node;
+            const int mpol_preferred = 1;
+            (void)syscall(SYS_mbind, m, len, mpol_preferred, &mask, 64UL, 0U);   /* best effort */
+            memset(m, 0, len);
+            if (cudaHostRegister(m, len, cudaHostRegisterDefault) == cudaSuccess) {
+                *p = (uint8_t *)m;
+                *numa = 1;
+                return 0;
+            }
+            cudaGetLastError();
+            munmap(m, len);
+        }
+    }
+    return acc_cu_check(cudaHostAlloc((void **)p, len, cudaHostAllocDefault), "cudaHostAlloc");
+}
+
+static void pinned_free(uint8_t *p, int numa, size_t len)
+{
+    if (!p)
+        return;
+    if (numa) {
+        cudaHostUnregister(p);
+        munmap(p, len);
+    } else {
+        cudaFreeHost(p);
+    }
+}
+
+static void release_all(void)
+{
+    for (int s = 0; s < ACC_CU_MAXSLOTS; s++) {
+        acc_cu_slot *sl = &acc_cu.slot[s];
+        for (int b = 0; b < ACC_CU_MAXBUF; b++) {
+            acc_cu_buf *bf = &sl->buf[b];
+            if (bf->st)
+                cudaStreamSynchronize(bf->st);
+            pinned_free(bf->h, bf->h_numa, acc_cu.chunk);
+            cudaFree(bf->d_in);
+            cudaFree(bf->d_out);
+            cudaFreeHost(bf->h_pieces);
+            cudaFree(bf->d_pieces);
+            free(bf->wb);
+            if (bf->kdone)
+                cudaEventDestroy(bf->kdone);
+            if (bf->done)
+                cudaEventDestroy(bf->done);
+            if (bf->st)
+                cudaStreamDestroy(bf->st);
+        }
+        if (sl->h_keys)
+            explicit_bzero(sl->h_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
+        cudaFreeHost(sl->h_keys);
+        cudaFree(sl->d_keys);
+        cudaFree(sl->d_chain);
+        free(sl->jctr);
+    }
+    cudaFree(acc_cu.d_tables);
+    cudaGetLastError();
+}
+
+/* Forget everything without calling CUDA: used in a forked child, whose copy of the parent's
+ * pointers and handles must never be used (or freed). */
+static void forget_all(void)
+{
+    memset(&acc_cu, 0, sizeof(acc_cu));
+    for (int s = 0; s < ACC_CU_MAXSLOTS; s++)
+        pthread_mutex_init(&acc_cu.slot[s].lock, NULL);
+}
+
+static int alloc_slot(acc_cu_slot *sl)
+{
+    size_t kbytes = (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4;
+    if (acc_cu_check(cudaHostAlloc((void **)&sl->h_keys, kbytes, cudaHostAllocDefault), "cudaHostAlloc(keys)")
+        || acc_cu_check(cudaMalloc((void **)&sl->d_keys, kbytes), "cudaMalloc(keys)")
+        || acc_cu_check(cudaMalloc((void **)&sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16), "cudaMalloc(chain)"))
+        return -1;
+    sl->jctr = (uint8_t(*)[16])calloc(ACC_CU_MAXJOBS, 16);
+    if (!sl->jctr)
+        return acc_cu_fail("out of host memory");
+    for (int b = 0; b < acc_cu.nbuf; b++) {
+        acc_cu_buf *bf = &sl->buf[b];
+        size_t pbytes = (size_t)ACC_CU_MAXJOBS * sizeof(acc_piece);
+        if (acc_cu_check(cudaStreamCreateWithFlags(&bf->st, cudaStreamNonBlocking), "cudaStreamCreate")
+            || acc_cu_check(cudaEventCreateWithFlags(&bf->kdone, cudaEventDisableTiming), "cudaEventCreate")
+            || acc_cu_check(cudaEventCreateWithFlags(&bf->done, cudaEventDisableTiming), "cudaEventCreate")
+            || pinned_alloc(&bf->h, &bf->h_numa, acc_cu.chunk, acc_cu.numa_node)
+            || acc_cu_check(cudaMalloc((void **)&bf->d_in, acc_cu.chunk), "cudaMalloc(in)")
+            || acc_cu_check(cudaMalloc((void **)&bf->d_out, acc_cu.chunk), "cudaMalloc(out)")
+            || acc_cu_check(cudaHostAlloc((void **)&bf->h_pieces, pbytes, cudaHostAllocDefault), "cudaHostAlloc(pieces)")
+            || acc_cu_check(cudaMalloc((void **)&bf->d_pieces, pbytes), "cudaMalloc(pieces)"))
+            return -1;
+        bf->wb = (acc_cu_wb *)calloc(ACC_CU_MAXJOBS, sizeof(acc_cu_wb));
+        if (!bf->wb)
+            return acc_cu_fail("out of host memory");
+    }
+    return 0;
+}
+
+static int init_device(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess)
+        return acc_cu_fail("no usable CUDA driver or device (%s)", cudaGetErrorString(e));
+    acc_cu.dev = (int)env_long("ACCELAES_CUDA_DEVICE", 0, 0, 63);
+    if (n <= 0 || acc_cu.dev >= n)
+        return acc_cu_fail("no CUDA device %d (%d found)", acc_cu.dev, n);
+    cudaDeviceProp p;
+    if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice")
+        || acc_cu_check(cudaGetDeviceProperties(&p, acc_cu.dev), "cudaGetDeviceProperties"))
+        return -1;
+    acc_cu.sms = p.multiProcessorCount;
+    acc_cu.numa_node = gpu_numa_node(&p);
+    snprintf(acc_cu.name, sizeof(acc_cu.name), "%.63s", p.name);
+    acc_cu.nslots = (int)env_long("ACCELAES_CUDA_SLOTS", 2, 1, ACC_CU_MAXSLOTS);
+    acc_cu.nbuf = (int)env_long("ACCELAES_CUDA_STREAMS", 3, 2, ACC_CU_MAXBUF);
+    /* 4 MiB chunks: big enough that launch and copy set-up (~10 us) are noise, small enough
+     * that the first chunk's copy-in overlaps little work and the pool stays modest. */
+    acc_cu.chunk = (size_t)env_long("ACCELAES_CUDA_CHUNK_KB", 4096, 64, 65536) * 1024;
+    acc_cu.fail_after = env_long("ACCELAES_CUDA_FAIL_AFTER", -1, 0, 1L << 40);
+    const char *ctr = getenv("ACCELAES_CUDA_CTR");
+    acc_cu.ctr_ks = !(ctr && !strcmp(ctr, "full"));
+    for (int k = 0; k < 3; k++)
+        if ((acc_cu.occ[k] = acc_cu_occupancy(k)) <= 0)
+            return acc_cu_fail("kernel occupancy query failed (no kernel image for this GPU?)");
+    acc_core_tables_init(&acc_cu.host_tables);
+    if (acc_cu_check(cudaMalloc((void **)&acc_cu.d_tables, sizeof(acc_core_tables)), "cudaMalloc(tables)")
+        || acc_cu_check(cudaMemcpy(acc_cu.d_tables, &acc_cu.host_tables, sizeof(acc_core_tables),
+                                   cudaMemcpyHostToDevice), "cudaMemcpy(tables)"))
+        return -1;
+    for (int s = 0; s < acc_cu.nslots; s++)
+        if (alloc_slot(&acc_cu.slot[s]))
+            return -1;
+    return 0;
+}
+
+static void fill_info(acc_gpu_info *info)
+{
+    if (!info)
+        return;
+    memcpy(info->name, acc_cu.name, sizeof(info->name));
+    info->slots = acc_cu.nslots;
+    info->numa_node = acc_cu.numa_node;
+}
+
+static int cu_init(acc_gpu_info *info, char *err, size_t errlen)
+{
+    pid_t me = getpid();
+    int rc = 0;
+    pthread_mutex_lock(&g_init_lock);
+    if (acc_cu.pid != me) {
+        /* First call, or a forked child: the parent's context is not ours to use or free. */
+        int forked = acc_cu.pid != 0 && acc_cu.ready;
+        forget_all();
+        acc_cu.pid = me;
+        if (init_device() == 0) {
+            acc_cu.ready = 1;
+        } else {
+            if (forked)
+                snprintf(acc_cu.why, sizeof(acc_cu.why), "%.190s (in a child forked after CUDA was initialised)", t_err);
+            else
+                snprintf(acc_cu.why, sizeof(acc_cu.why), "%.250s", t_err);
+            if (!forked)
+                release_all();
+            cudaGetLastError();
+        }
+    }
+    if (acc_cu.ready && !acc_cu.broken)
+        fill_info(info);
+    else
+        rc = -1;
+    if (rc && err && errlen)
+        snprintf(err, errlen, "%s", acc_cu.why);
+    if (rc)
+        snprintf(t_err, sizeof(t_err), "%s", acc_cu.why);
+    pthread_mutex_unlock(&g_init_lock);
+    return rc;
+}
+
+static int cu_run(int slot, acc_gpu_job *jobs, size_t njobs)
+{
+    if (!jobs && njobs)
+        return acc_cu_fail("run: jobs is NULL");
+    for (size_t i = 0; i < njobs; i++)
+        jobs[i].done = 0;
+    if (!acc_cu.ready || acc_cu.pid != getpid())
+        return acc_cu_fail("run: CUDA not initialised in this process");
+    if (acc_cu.broken)
+        return acc_cu_fail("%s", acc_cu.why);
+    if (slot < 0 || slot >= acc_cu.nslots)
+        return acc_cu_fail("run: slot %d out of range (0..%d)", slot, acc_cu.nslots - 1);
+    return acc_cu_run(slot, jobs, njobs);
+}
+
+static const char *cu_last_error(void)
+{
+    return t_err[0] ? t_err : acc_cu.why;
+}
+
+static void cu_shutdown(void)
+{
+    pthread_mutex_lock(&g_init_lock);
+    if (acc_cu.ready && acc_cu.pid == getpid())
+        release_all();
+    forget_all();
+    pthread_mutex_unlock(&g_init_lock);
+}
+
+static const acc_gpu_plugin g_plugin = {
+    ACC_GPU_ABI_VERSION, "cuda", cu_init, cu_run, cu_last_error, cu_shutdown
+};
+
+extern "C" __attribute__((visibility("default"))) const acc_gpu_plugin *accelaes_gpu_plugin(void)
+{
+    return &g_plugin;
+}

@@ -1,0 +1,74 @@
+/* accel/cuda/runtime.h: the CUDA plugin's process state (device, per-slot streams and staging
+ * pool), shared by runtime.cu (init, memory, errors) and pipeline.cu (the run() pipeline). */
+#ifndef ACCELAES_CUDA_RUNTIME_H
+#define ACCELAES_CUDA_RUNTIME_H
+
+#include <pthread.h>
+#include <sys/types.h>
+#include "accel/gpu_plugin.h"
+#include "accel/cuda/kernels.h"
+
+#define ACC_CU_MAXSLOTS 8
+#define ACC_CU_MAXBUF   4      /* streams (each with its own staging buffers) per slot */
+#define ACC_CU_MAXJOBS  1024   /* jobs per launch group; a run() with more is done in groups */
+
+/* What a staged chunk must do on the host once its stream completes (one per piece). */
+typedef struct acc_cu_wb {
+    uint32_t job;        /* index in the group */
+    uint8_t op;
+    size_t joff;         /* offset in the job */
+    size_t len;          /* bytes */
+    size_t pos;          /* offset in the staging buffer */
+    uint8_t next_iv[16]; /* CTR: counter after the piece; CBC-dec: its last input block */
+} acc_cu_wb;
+
+typedef struct acc_cu_buf {
+    cudaStream_t st;
+    cudaEvent_t kdone;   /* kernels of this chunk finished (orders CBC-enc chaining) */
+    cudaEvent_t done;    /* output copied back into h */
+    uint8_t *h;          /* pinned: the chunk's input, then its output (or CTR keystream) */
+    int h_numa;          /* h came from mmap + mbind + cudaHostRegister (else cudaHostAlloc) */
+    uint4 *d_in, *d_out;
+    acc_piece *h_pieces, *d_pieces;
+    acc_cu_wb *wb;       /* host: ACC_CU_MAXJOBS entries */
+    size_t nwb;
+} acc_cu_buf;
+
+typedef struct acc_cu_slot {
+    pthread_mutex_t lock;            /* run() on one slot is serial even if callers collide */
+    acc_cu_buf buf[ACC_CU_MAXBUF];
+    uint32_t *h_keys, *d_keys;       /* pinned / device: ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE words */
+    uint32_t *d_chain;               /* device: 4 words per job */
+    uint8_t (*jctr)[16];             /* host, per job: next counter / CBC-dec IV to stage */
+} acc_cu_slot;
+
+typedef struct acc_cu_state {
+    pid_t pid;            /* process that initialised (0: never); a different getpid() = forked child */
+    int ready;
+    int broken;           /* a sticky CUDA error: the context is unusable for the process */
+    char why[256];        /* reason for !ready / broken */
+    char name[64];        /* device name */
+    int dev, numa_node, sms;
+    int nslots, nbuf;
+    size_t chunk;         /* bytes per staging buffer */
+    int occ[3];           /* blocks per SM per kernel */
+    int ctr_ks;           /* CTR: GPU makes the keystream, CPU XORs (else stage in and out) */
+    long fail_after;      /* test hook: fail after this many chunks in a run (-1: off) */
+    acc_core_tables host_tables;
+    acc_core_tables *d_tables;
+    acc_cu_slot slot[ACC_CU_MAXSLOTS];
+} acc_cu_state;
+
+extern acc_cu_state acc_cu;
+
+/* Record an error for last_error() (thread-local) and return -1. */
+int acc_cu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* e != cudaSuccess: record "what: CUDA's text" and return -1; else 0. */
+int acc_cu_check(cudaError_t e, const char *what);
+/* After a failed run: if the context is poisoned (sticky error), mark the plugin broken. */
+void acc_cu_after_error(void);
+
+/* pipeline.cu */
+int acc_cu_run(int slot, acc_gpu_job *jobs, size_t njobs);
+
+#endif

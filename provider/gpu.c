@@ -1,0 +1,369 @@
+/* provider/gpu.c: the GPU plugin glue: dlopen of accelaes-cuda.so (or ACCELAES_GPU_PLUGIN) once per
+ * process, gpu_min calibration, and runs on scheduler GPU units, batching requests that queue up. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+#include "provider/gpu.h"
+#include "accel/engine.h"
+#include "scheduler/sched.h"
+
+#define GPU_MAXSLOTS   16
+#define BATCH_MAX      32                    /* jobs per combined run call */
+#define BATCH_BYTES    (256u * 1024u * 1024u)
+#define UNITMAP_MAX    64
+
+/* A request waiting for its leader (see acc_gpu_run). Lives on the follower's stack. */
+typedef struct waiter {
+    acc_gpu_job *job;
+    int finished;
+} waiter;
+
+/* Requests gathered by a leader while it waits for a GPU unit. Lives on the leader's stack;
+ * followers only touch it under g.blk while it is g.open. */
+typedef struct batch {
+    waiter *w[BATCH_MAX];
+    size_t n, bytes;
+} batch;
+
+/* Process state of the glue. It belongs to the loaded plugin, which is per process: this is
+ * the one place that knows about it. Reset in a forked child (atfork), where it is redone. */
+static struct {
+    pthread_mutex_t lock;          /* load / init / calibration */
+    pid_t pid;                     /* process the fields below belong to */
+    int tried, ready, warned;
+    const acc_gpu_plugin *pl;
+    acc_gpu_info info;
+    int calibrated;
+    size_t cal_min;                /* calibrated gpu_min (SIZE_MAX: the GPU never won) */
+    pthread_mutex_t blk;           /* batching and the unit -> slot map */
+    pthread_cond_t bcv;
+    batch *open;
+    int unit_id[UNITMAP_MAX], nmapped;
+    char last_err[256];            /* the plugin's last_error() is per thread: kept for followers */
+    pthread_mutex_t slot_lock[GPU_MAXSLOTS];
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER, .blk = PTHREAD_MUTEX_INITIALIZER, .bcv = PTHREAD_COND_INITIALIZER };
+
+static void *g_dl;   /* the plugin stays loaded for the life of the process (fork keeps it mapped) */
+
+static void gpu_atfork_child(void)
+{
+    /* Only the forking thread survives: locks another thread held and batches it led are gone. */
+    pthread_mutex_init(&g.lock, NULL);
+    pthread_mutex_init(&g.blk, NULL);
+    pthread_cond_init(&g.bcv, NULL);
+    for (int i = 0; i < GPU_MAXSLOTS; i++)
+        pthread_mutex_init(&g.slot_lock[i], NULL);
+    g.open = NULL;
+    g.pid = 0;
+}
+
+static void gpu_once(void)
+{
+    for (int i = 0; i < GPU_MAXSLOTS; i++)
+        pthread_mutex_init(&g.slot_lock[i], NULL);
+    (void)pthread_atfork(NULL, NULL, gpu_atfork_child);
+}
+
+/* The one stderr line per process, and only when the user asked for backend = cuda. */
+static void warn_once(const acc_settings *s, const char *why)
+{
+    if (s->backend != ACC_BACKEND_CUDA || g.warned)
+        return;
+    g.warned = 1;
+    fprintf(stderr, "accelaes: backend=cuda but %s: using the CPU\n", why);
+}
+
+/* ACCELAES_GPU_PLUGIN, else accelaes-cuda.so beside the module this function lives in. */
+static int plugin_path(char *buf, size_t len)
+{
+    const char *env = getenv("ACCELAES_GPU_PLUGIN");
+    Dl_info di;
+    if (env && *env)
+        return snprintf(buf, len, "%s", env) < (int)len;
+    if (!dladdr((void *)acc_gpu_ready, &di) || !di.dli_fname)
+        return 0;
+    const char *slash = strrchr(di.dli_fname, '/');
+    if (!slash)
+        return snprintf(buf, len, "./accelaes-cuda.so") < (int)len;
+    return snprintf(buf, len, "%.*s/accelaes-cuda.so", (int)(slash - di.dli_fname), di.dli_fname) < (int)len;
+}
+
+static int load_plugin(char *why, size_t wlen)
+{
+    char path[4096];
+    if (!g_dl) {
+        if (!plugin_path(path, sizeof(path))) {
+            snprintf(why, wlen, "the GPU plugin path could not be found");
+            return -1;
+        }
+        g_dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!g_dl) {
+            const char *e = dlerror();
+            snprintf(why, wlen, "the GPU plugin could not be loaded (%.250s)", e ? e : path);
+            return -1;
+        }
+    }
+    acc_gpu_entry_fn entry;
+    *(void **)&entry = dlsym(g_dl, ACC_GPU_ENTRY);
+    const acc_gpu_plugin *pl = entry ? entry() : NULL;
+    if (!pl || pl->abi != ACC_GPU_ABI_VERSION || !pl->init || !pl->run || !pl->last_error) {
+        snprintf(why, wlen, "the GPU plugin has no %s entry of ABI version %d", ACC_GPU_ENTRY, ACC_GPU_ABI_VERSION);
+        return -1;
+    }
+    g.pl = pl;
+    return 0;
+}
+
+/* Load and initialise once per process; g.lock held. */
+static void ensure_loaded(const acc_settings *s)
+{
+    char why[320], err[256] = "";
+    if (g.pid != getpid()) {
+        g.pid = getpid();
+        g.tried = g.ready = g.warned = g.calibrated = 0;
+        g.nmapped = 0;
+    }
+    if (g.tried)
+        return;
+    g.tried = 1;
+    memset(&g.info, 0, sizeof(g.info));
+    if (load_plugin(why, sizeof(why))) {
+        warn_once(s, why);
+        return;
+    }
+    if (g.pl->init(&g.info, err, sizeof(err)) != 0) {
+        snprintf(why, sizeof(why), "the %s GPU plugin did not start (%s)", g.pl->name ? g.pl->name : "?",
+                 err[0] ? err : g.pl->last_error());
+        warn_once(s, why);
+        return;
+    }
+    if (g.info.slots < 1) {
+        warn_once(s, "the GPU plugin offers no slots");
+        return;
+    }
+    if (g.info.slots > GPU_MAXSLOTS)
+        g.info.slots = GPU_MAXSLOTS;
+    g.info.name[sizeof(g.info.name) - 1] = 0;
+    if (acc_sched_add_gpu_units(g.info.slots, g.info.numa_node, g.info.name) <= 0) {
+        warn_once(s, "no GPU unit could be registered with the scheduler");
+        return;
+    }
+    g.ready = 1;
+}
+
+int acc_gpu_ready(const acc_settings *s)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!s || s->backend == ACC_BACKEND_CPU)
+        return 0;
+    pthread_once(&once, gpu_once);
+    pthread_mutex_lock(&g.lock);
+    ensure_loaded(s);
+    int r = g.ready;
+    pthread_mutex_unlock(&g.lock);
+    return r;
+}
+
+/* Scheduler unit id -> plugin slot, the same answer every time in this process: slots are given
+ * to units in the order they are first seen; a unit beyond the map shares by modulo (the slot
+ * lock then keeps two units off one slot's buffers). g.blk held. */
+static int slot_of(int unit)
+{
+    for (int i = 0; i < g.nmapped; i++)
+        if (g.unit_id[i] == unit)
+            return i % g.info.slots;
+    if (g.nmapped < UNITMAP_MAX) {
+        g.unit_id[g.nmapped] = unit;
+        return g.nmapped++ % g.info.slots;
+    }
+    return unit % g.info.slots;
+}
+
+/* One plugin call on a unit's slot, serialised per slot. */
+static int run_on_unit(int unit, acc_gpu_job *jobs, size_t n)
+{
+    pthread_mutex_lock(&g.blk);
+    int slot = slot_of(unit);
+    pthread_mutex_unlock(&g.blk);
+    pthread_mutex_lock(&g.slot_lock[slot]);
+    int rc = g.pl->run(slot, jobs, n);
+    pthread_mutex_unlock(&g.slot_lock[slot]);
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* gpu_min = 0: time the GPU against the inline engine on CTR at growing sizes (best of two
+ * each, after a warm-up run) and keep the first size where the GPU wins; SIZE_MAX if it never
+ * does, so the provider is never slower than the CPU path it would replace. g.lock held. */
+static size_t calibrate(void)
+{
+    static const size_t sizes[] = { 1u << 20, 4u << 20, 16u << 20 };
+    const size_t big = sizes[2];
+    const acc_engine *eng = acc_engine_default();
+    uint8_t key[16] = { 0 }, ctr[16] = { 0 };
+    uint8_t *buf = malloc(big);
+    acc_aes_key *ks = OPENSSL_zalloc(sizeof(*ks));
+    size_t found = SIZE_MAX;
+    int unit = -1;
+    if (!buf || !ks || !eng || !eng->set_key(ks, key, sizeof(key), 1))
+        goto done;
+    memset(buf, 0x5a, big);
+    unit = acc_sched_acquire(ACC_UNIT_GPU, 10 * 1000 * 1000);
+    if (unit < 0)
+        goto done;
+    for (int warm = 1, i = 0; i < 3; i++) {
+        double cpu = 1e9, gpu = 1e9;
+        for (int rep = 0; rep < 2 + warm; rep++) {
+            acc_gpu_job job = { ACC_GPU_CTR, 128, key, { 0 }, buf, buf, sizes[i], 0 };
+            double t0 = now_s();
+            if (run_on_unit(unit, &job, 1) != 0 || job.done != sizes[i])
+                goto done;
+            double t1 = now_s();
+            eng->ctr(ks, buf, buf, sizes[i] / 16, ctr);
+            double t2 = now_s();
+            if (rep >= warm) {
+                gpu = t1 - t0 < gpu ? t1 - t0 : gpu;
+                cpu = t2 - t1 < cpu ? t2 - t1 : cpu;
+            }
+        }
+        warm = 0;
+        if (gpu < cpu) {
+            found = sizes[i];
+            break;
+        }
+    }
+done:
+    if (unit >= 0)
+        acc_sched_release(unit, 0, 0);
+    if (ks && eng)
+        eng->free_key(ks);
+    OPENSSL_free(ks);
+    free(buf);
+    return found;
+}
+
+int acc_gpu_wants(const acc_settings *s, int op, size_t len)
+{
+    /* CBC-encrypt is serial within a stream: on the GPU one request is one thread, far slower
+     * than AES-NI on one core. Its GPU kernel is for many streams at once (bench, batches). */
+    if (!s || s->backend == ACC_BACKEND_CPU || op < ACC_GPU_ECB_ENC || op > ACC_GPU_CTR || op == ACC_GPU_CBC_ENC)
+        return 0;
+    if (len == 0 || len % 16 || !acc_gpu_ready(s))
+        return 0;
+    if (s->gpu_min != 0)
+        return len >= s->gpu_min;
+    pthread_mutex_lock(&g.lock);
+    if (!g.calibrated) {
+        g.cal_min = calibrate();
+        g.calibrated = 1;
+    }
+    size_t min = g.cal_min;
+    pthread_mutex_unlock(&g.lock);
+    return len >= min;
+}
+
+/* Leader: run its own request plus the followers that joined while it waited for a unit. */
+static void lead(batch *b, int unit)
+{
+    acc_gpu_job jobs[BATCH_MAX];
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < b->n; i++)
+        jobs[i] = *b->w[i]->job;
+    if (unit >= 0) {
+        if (run_on_unit(unit, jobs, b->n) != 0) {
+            pthread_mutex_lock(&g.blk);
+            snprintf(g.last_err, sizeof(g.last_err), "%s", g.pl->last_error());
+            pthread_mutex_unlock(&g.blk);
+        }
+        for (size_t i = 0; i < b->n; i++)
+            bytes += jobs[i].done <= jobs[i].len ? jobs[i].done : 0;
+        acc_sched_release(unit, bytes, b->n);
+    } else {
+        for (size_t i = 0; i < b->n; i++)
+            jobs[i].done = 0;
+        pthread_mutex_lock(&g.blk);
+        snprintf(g.last_err, sizeof(g.last_err), "no GPU unit could be taken from the scheduler");
+        pthread_mutex_unlock(&g.blk);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        b->w[i]->job->done = jobs[i].done;
+        memcpy(b->w[i]->job->iv, jobs[i].iv, 16);
+    }
+    OPENSSL_cleanse(jobs, sizeof(jobs[0]) * b->n);
+}
+
+size_t acc_gpu_run(const acc_settings *s, acc_gpu_job *job)
+{
+    waiter me = { job, 0 };
+    batch b = { { &me }, 1, job ? job->len : 0 };
+    int unit;
+    if (!job)
+        return 0;
+    job->done = 0;
+    if (!acc_gpu_ready(s) || job->len == 0) {
+        if (job->len)
+            acc_sched_event(ACC_EV_GPU_FALLBACK);
+        return 0;
+    }
+    /* An idle unit: run now. Otherwise join the open batch of a leader that waits for one,
+     * or become that leader: requests that queue behind busy slots then go in one run call. */
+    unit = acc_sched_try_acquire(ACC_UNIT_GPU);
+    if (unit < 0) {
+        pthread_mutex_lock(&g.blk);
+        batch *ob = g.open;
+        if (ob && ob->n < BATCH_MAX && ob->bytes + job->len <= BATCH_BYTES) {
+            ob->w[ob->n++] = &me;
+            ob->bytes += job->len;
+            while (!me.finished)
+                pthread_cond_wait(&g.bcv, &g.blk);
+            pthread_mutex_unlock(&g.blk);
+            goto account;
+        }
+        g.open = &b;
+        pthread_mutex_unlock(&g.blk);
+        unit = acc_sched_acquire(ACC_UNIT_GPU, -1);
+        pthread_mutex_lock(&g.blk);
+        if (g.open == &b)
+            g.open = NULL;     /* closed: from here on only this thread touches b */
+        pthread_mutex_unlock(&g.blk);
+    }
+    lead(&b, unit);
+    if (b.n > 1) {
+        pthread_mutex_lock(&g.blk);
+        for (size_t i = 1; i < b.n; i++)
+            b.w[i]->finished = 1;
+        pthread_cond_broadcast(&g.bcv);
+        pthread_mutex_unlock(&g.blk);
+    }
+account:
+    if (job->done > job->len || job->done % 16)
+        job->done = 0;
+    if (job->done)
+        acc_sched_count(ACC_PATH_GPU, job->done, 1);
+    if (job->done < job->len) {
+        acc_sched_event(ACC_EV_GPU_FALLBACK);
+        if (s->backend == ACC_BACKEND_CUDA && !g.warned) {
+            char why[320];
+            pthread_mutex_lock(&g.blk);
+            snprintf(why, sizeof(why), "the GPU failed a request (%s)", g.last_err);
+            pthread_mutex_unlock(&g.blk);
+            pthread_mutex_lock(&g.lock);
+            warn_once(s, why);
+            pthread_mutex_unlock(&g.lock);
+        }
+    }
+    return job->done;
+}
