@@ -26,7 +26,7 @@ static void check(int cond, const char *what, int ver, int ki, size_t ms, size_t
         passed++;
         return;
     }
-    if (++failed <= 25)
+    if (++failed <= 25 || getenv("TLS_RECORD_VERBOSE") != NULL)
         fprintf(stderr, "FAIL: %s (version 0x%x, AES-%d, mac %zu, record %zu)\n",
                 what, ver, 128 + 64 * ki, ms, len);
 }
@@ -178,7 +178,8 @@ static void crafted(int ki, int ver, size_t ms, size_t body, size_t padlen, int 
 
         check(dl[0] == dl[1], "crafted record: same length", ver, ki, ms, len);
         check(memcmp(out[0] + skip, out[1] + skip, dl[1]) == 0, "crafted record: same payload", ver, ki, ms, len);
-        if (ms && damage < 0 && padlen + 1 + ms <= body)
+        /* SSL 3.0 padding must also be shorter than a block */
+        if (ms && damage < 0 && padlen + 1 + ms <= body && (ver != 0x0300 || padlen < 16))
             check(good, "crafted record, good padding: same MAC", ver, ki, ms, len);
         if (ms && !good) {
             /* bad padding: both emit random MACs, neither the record's bytes */
