@@ -17,15 +17,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "build"
-MODULE = BUILD / "accelaes.so"
 STAT_TOOL = BUILD / "accelaes-stat"
 
 PROVIDER = os.environ.get("ACCELAES_TEST_PROVIDER", "accelaes")
 
 # Set before anything loads a provider, so this process and every child sees the same values.
+# ACCELAES_TEST_MODULES points the suite at another build of the module (a mutant, an install).
 # The shared segment gets a name of its own per session: tests never touch a user's real
 # /accelaes.<uid> unit table, and sessions running side by side do not see each other's counters.
-os.environ["OPENSSL_MODULES"] = os.environ.get("ACCELAES_TEST_MODULES", str(BUILD))
+MODULES = Path(os.environ.get("ACCELAES_TEST_MODULES", str(BUILD)))
+MODULE = MODULES / "accelaes.so"
+os.environ["OPENSSL_MODULES"] = str(MODULES)
 SHM_NAME = f"/accelaes-test-{os.getpid()}-{secrets.token_hex(4)}"
 os.environ["ACCELAES_SHM_NAME"] = SHM_NAME
 
@@ -111,7 +113,7 @@ def libctx(require_provider):
     A module that exists but fails to load is a failure, not a skip."""
     import evp
     names = ["default"] + ([PROVIDER] if PROVIDER != "default" else [])
-    return evp.LibCtx(names, modules_dir=BUILD)
+    return evp.LibCtx(names, modules_dir=MODULES)
 
 
 class CipherPair:

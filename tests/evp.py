@@ -199,6 +199,32 @@ class Mem:
         return lo == bytes([fill]) * len(lo) and hi == bytes([fill]) * len(hi)
 
 
+class GuardedMem:
+    """`size` usable bytes (rounded up to pages) that end right before an inaccessible page,
+    so a read or write past the end faults at once instead of corrupting the heap. For
+    the crash-prone cases run in a child process (run_isolated)."""
+
+    def __init__(self, size):
+        import mmap
+        page = mmap.PAGESIZE
+        self.size = (size + page - 1) // page * page
+        self._map = mmap.mmap(-1, self.size + page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self._arr = (ctypes.c_ubyte * (self.size + page)).from_buffer(self._map)
+        self.ptr = ctypes.addressof(self._arr)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mprotect.argtypes = [c_void_p, c_size_t, c_int]
+        libc.mprotect.restype = c_int
+        if libc.mprotect(self.ptr + self.size, page, 0) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect")
+
+    def at(self, pos=0):
+        return c_void_p(self.ptr + pos)
+
+    def tail(self, n):
+        """A pointer n bytes before the guard page."""
+        return c_void_p(self.ptr + self.size - n)
+
+
 def _cbuf(data):
     """A C copy of bytes (or None for a NULL pointer)."""
     if data is None:
@@ -622,8 +648,9 @@ def frag_chunks(n):
 def run_isolated(code, env=None, timeout=120):
     """Run a Python snippet in a child process with this driver importable, so a crash
     (SIGSEGV, abort) in libcrypto or a provider cannot take the test runner down.
-    The snippet calls emit(obj) to report a JSON result. Returns (returncode, result, stderr);
-    returncode < 0 is the signal that ended the child."""
+    The snippet calls emit(obj) to report JSON results as it goes. Returns (returncode, results,
+    stderr): the list of emitted objects (those before a crash survive it); returncode < 0 is the
+    signal that ended the child."""
     prologue = (
         "import sys, json\n"
         f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
@@ -633,8 +660,6 @@ def run_isolated(code, env=None, timeout=120):
     )
     proc = subprocess.run([sys.executable, "-c", prologue + code], env=env,
                           capture_output=True, text=True, timeout=timeout)
-    result = None
-    for line in proc.stdout.splitlines():
-        if line.startswith("@@RESULT@@"):
-            result = json.loads(line[len("@@RESULT@@"):])
-    return proc.returncode, result, proc.stderr
+    results = [json.loads(line[len("@@RESULT@@"):]) for line in proc.stdout.splitlines()
+               if line.startswith("@@RESULT@@")]
+    return proc.returncode, results, proc.stderr
