@@ -11,10 +11,13 @@
 
 /* ACCELAES_FAKEGPU_FAIL=init | run | half    fail init; fail every run with nothing done;
  *                                            do half of the bytes of a run (a prefix) then fail.
- * ACCELAES_FAKEGPU_LOG=path                  one line per run call: njobs, bytes, slot, pid. */
+ * ACCELAES_FAKEGPU_LOG=path                  one line per run call: njobs, bytes, slot, pid.
+ * ACCELAES_FAKEGPU_DELAY_MS=n                each run call holds its slot n ms longer (makes
+ *                                            requests queue up, so batching can be tested). */
 #define FAKE_SLOTS 2
 
 static __thread char t_err[160];
+static pid_t g_init_pid;   /* process in which init succeeded (a forked child must init again) */
 
 static const char *fail_mode(void)
 {
@@ -36,6 +39,7 @@ static int fake_init(acc_gpu_info *info, char *err, size_t errlen)
             snprintf(err, errlen, "%s", t_err);
         return -2;
     }
+    g_init_pid = getpid();
     if (info) {
         memset(info, 0, sizeof(*info));
         snprintf(info->name, sizeof(info->name), "fake GPU (CPU)");
@@ -107,19 +111,24 @@ static int fake_run(int slot, acc_gpu_job *jobs, size_t njobs)
         }
     }
     log_run(slot, njobs, total);
+    if (g_init_pid != getpid()) {
+        snprintf(t_err, sizeof(t_err), "fake GPU: run before a successful init in this process");
+        return -1;
+    }
     if (slot < 0 || slot >= FAKE_SLOTS) {
         snprintf(t_err, sizeof(t_err), "fake GPU: slot %d out of range", slot);
         return -1;
     }
+    const char *delay = getenv("ACCELAES_FAKEGPU_DELAY_MS");
+    if (delay && atoi(delay) > 0)
+        usleep((useconds_t)atoi(delay) * 1000u);
     if (!strcmp(mode, "run")) {
         snprintf(t_err, sizeof(t_err), "fake GPU: run failure requested (ACCELAES_FAKEGPU_FAIL=run)");
         return -1;
     }
-    /* half: the first half of the bytes of the call, in job order, rounded down to blocks
-     * (at least one block when there is any), as a GPU that dies mid-way would leave it. */
+    /* half: the first half of the bytes of the call, in job order, rounded down to blocks,
+     * as a GPU that dies mid-way would leave it (nothing at all for a one-block call). */
     size_t budget = !strcmp(mode, "half") ? (total / 2) & ~(size_t)15 : total;
-    if (!strcmp(mode, "half") && budget == 0 && total)
-        budget = 16;
     for (size_t i = 0; i < njobs && budget; i++) {
         size_t take = jobs[i].len < budget ? jobs[i].len : budget;
         if (do_job(e, &jobs[i], take))

@@ -1,0 +1,228 @@
+"""tests/test_gpu_provider.py: the provider's GPU path (provider/gpu.c) end to end, through EVP in a
+child process: with the fake GPU plugin outputs must equal the default provider's, accelaes-stat must
+show the GPU bytes and fallbacks, failures must fall back silently (backend=auto) or with exactly one
+stderr line (backend=cuda), and backend=cpu must never load a plugin.
+
+With ACCELAES_TEST_GPU_PLUGIN=build/accelaes-cuda.so (on a machine with a GPU) the same identity and
+counter checks run against the real plugin."""
+
+import json
+import os
+import secrets
+import subprocess
+
+import pytest
+
+from conftest import BUILD, MODULE, PROVIDER, STAT_TOOL
+
+FAKE = BUILD / "accelaes-fakegpu.so"
+CUDA = BUILD / "accelaes-cuda.so"
+PLUGIN = os.environ.get("ACCELAES_TEST_GPU_PLUGIN", str(FAKE))
+WARN = "accelaes: backend=cuda but"
+
+pytestmark = pytest.mark.skipif(PROVIDER != "accelaes", reason="GPU path tests need the accelaes provider")
+
+# Child: every mode, key size and direction, one big update, a fragmented sequence and in place,
+# against the default provider in the same library context. emit() one result per case.
+IDENTITY = r"""
+import os
+size = int(os.environ["T_SIZE"])
+lc = evp.LibCtx(["default", "accelaes"], modules_dir=os.environ["OPENSSL_MODULES"])
+maps = open("/proc/self/maps").read()
+for mode in ("ECB", "CBC", "CTR"):
+    for bits in (128, 192, 256):
+        for enc in (1, 0):
+            key, iv = os.urandom(bits // 8), os.urandom(16)
+            data = os.urandom(size + (5 if mode == "CTR" else 0))
+            a, r = lc.fetch(f"AES-{bits}-{mode}", "accelaes"), lc.fetch(f"AES-{bits}-{mode}", "default")
+            v = None if mode == "ECB" else iv
+            for pattern in ("one", "frag", "inplace"):
+                t = evp.CipherCtx(a, key, v, enc, padding=False)
+                x = evp.CipherCtx(r, key, v, enc, padding=False)
+                if pattern == "one":
+                    got, want = t.update(data) + t.final(), x.update(data) + x.final()
+                elif pattern == "frag":
+                    cuts = [0, 7, 7 + 100003, len(data)]
+                    got = b"".join(t.update(data[i:j]) for i, j in zip(cuts, cuts[1:])) + t.final()
+                    want = x.update(data) + x.final()
+                else:
+                    n = len(data) & ~15
+                    got, want = t.cipher_oneshot(data[:n], inplace=True)[1], x.cipher_oneshot(data[:n])[1]
+                ivs = mode == "ECB" or pattern == "inplace" or t.updated_iv() == x.updated_iv()
+                emit({"case": f"AES-{bits}-{mode} {'enc' if enc else 'dec'} {pattern}", "same": got == want,
+                      "iv": ivs, "bytes": len(data)})
+emit({"plugin_mapped": "accelaes-fakegpu" in open("/proc/self/maps").read()
+      or "accelaes-cuda" in open("/proc/self/maps").read()})
+"""
+
+
+def run_child(code, extra, timeout=300):
+    import evp
+    env = dict(os.environ)
+    env["OPENSSL_MODULES"] = str(BUILD)
+    env["ACCELAES_SHM_NAME"] = f"/accelaes-gputest-{os.getpid()}-{secrets.token_hex(4)}"
+    env.setdefault("T_SIZE", str((1 << 20) + 48))
+    env.update(extra)
+    try:
+        rc, results, stderr = evp.run_isolated(code, env=env, timeout=timeout)
+        stat = None
+        if STAT_TOOL.exists():
+            p = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            stat = json.loads(p.stdout)["totals"]
+    finally:
+        seg = "/dev/shm" + env["ACCELAES_SHM_NAME"]
+        if os.path.exists(seg):
+            os.unlink(seg)
+    return rc, results, stderr, stat
+
+
+def check_identity(results, rc, stderr):
+    assert rc == 0, f"child exited {rc}: {stderr[-2000:]}"
+    cases = [r for r in results if "case" in r]
+    assert len(cases) == 3 * 3 * 2 * 3, f"only {len(cases)} cases ran: {stderr[-2000:]}"
+    bad = [r["case"] for r in cases if not (r["same"] and r["iv"])]
+    assert not bad, f"outputs differ from the default provider: {bad}"
+    return next(r["plugin_mapped"] for r in results if "plugin_mapped" in r)
+
+
+def warn_lines(stderr):
+    return [ln for ln in stderr.splitlines() if ln.startswith("accelaes:")]
+
+
+@pytest.fixture
+def plugin(require_provider):
+    if not os.path.exists(PLUGIN):
+        pytest.skip(f"{PLUGIN} is not built (run `make build-only`)")
+    return PLUGIN
+
+
+def test_gpu_path_identical_and_counted(plugin, tmp_path):
+    log = tmp_path / "runs.log"
+    rc, res, err, stat = run_child(IDENTITY, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16",
+                                             "ACCELAES_GPU_PLUGIN": plugin, "ACCELAES_FAKEGPU_LOG": str(log)})
+    assert check_identity(res, rc, err), "the GPU plugin was never loaded"
+    assert warn_lines(err) == [], err
+    if plugin == str(FAKE):
+        runs = log.read_text().splitlines()
+        # ECB, CTR and CBC-decrypt go to the GPU; CBC-encrypt (serial per stream) does not.
+        assert len(runs) >= 3 * 3 * 5, f"{len(runs)} run calls"
+    if stat is None:
+        pytest.skip(f"{STAT_TOOL} is not built: outputs checked, counters not")
+    assert stat["gpu_bytes"] >= 3 * 3 * 5 * ((1 << 20) + 48) * 0.9, stat
+    assert stat["gpu_fallbacks"] == 0, stat
+
+
+@pytest.mark.parametrize("fail", ["run", "half", "init"])
+def test_fake_gpu_failures_fall_back(require_provider, fail):
+    if not FAKE.exists():
+        pytest.skip(f"{FAKE} is not built")
+    for backend in ("cuda", "auto"):
+        rc, res, err, stat = run_child(IDENTITY, {"ACCELAES_BACKEND": backend, "ACCELAES_GPU_MIN": "16",
+                                                 "ACCELAES_GPU_PLUGIN": str(FAKE), "ACCELAES_FAKEGPU_FAIL": fail})
+        check_identity(res, rc, err)
+        lines = warn_lines(err)
+        if backend == "cuda":
+            assert len(lines) == 1 and lines[0].startswith(WARN) and lines[0].endswith("using the CPU"), err
+            assert "fake GPU" in lines[0], lines
+        else:
+            assert lines == [], err
+        if stat is None:
+            continue
+        if fail == "init":
+            assert stat["gpu_bytes"] == 0, stat
+        else:
+            assert stat["gpu_fallbacks"] > 0, stat
+            assert (stat["gpu_bytes"] > 0) == (fail == "half"), stat
+
+
+def test_backend_cuda_missing_plugin_one_line(require_provider):
+    rc, res, err, _ = run_child(IDENTITY, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16",
+                                          "ACCELAES_GPU_PLUGIN": "/nonexistent/accelaes-cuda.so",
+                                          "T_SIZE": "65536"})
+    check_identity(res, rc, err)
+    lines = warn_lines(err)
+    assert len(lines) == 1 and "could not be loaded" in lines[0], err
+
+
+def test_backend_auto_missing_plugin_silent(require_provider):
+    rc, res, err, _ = run_child(IDENTITY, {"ACCELAES_BACKEND": "auto", "ACCELAES_GPU_MIN": "16",
+                                          "ACCELAES_GPU_PLUGIN": "/nonexistent/accelaes-cuda.so",
+                                          "T_SIZE": "65536"})
+    check_identity(res, rc, err)
+    assert warn_lines(err) == [], err
+
+
+def test_backend_cuda_real_plugin_without_gpu(require_provider):
+    """The real plugin beside the module (the default lookup), on a machine where CUDA does not
+    answer: correct output and exactly one line saying why."""
+    if not CUDA.exists():
+        pytest.skip(f"{CUDA} is not built (nvcc missing)")
+    env = {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16", "T_SIZE": "65536"}
+    env.pop("ACCELAES_GPU_PLUGIN", None)
+    os.environ.pop("ACCELAES_GPU_PLUGIN", None)
+    rc, res, err, stat = run_child(IDENTITY, env)
+    check_identity(res, rc, err)
+    lines = warn_lines(err)
+    if not lines and stat and stat["gpu_bytes"] > 0:
+        pytest.skip("a CUDA GPU answers here: the no-GPU path is not reachable")
+    assert len(lines) == 1 and "cuda GPU plugin did not start" in lines[0], err
+
+
+def test_backend_cpu_never_loads_plugin(require_provider, tmp_path):
+    if not FAKE.exists():
+        pytest.skip(f"{FAKE} is not built")
+    log = tmp_path / "runs.log"
+    rc, res, err, stat = run_child(IDENTITY, {"ACCELAES_BACKEND": "cpu", "ACCELAES_GPU_MIN": "16",
+                                             "ACCELAES_GPU_PLUGIN": str(FAKE), "ACCELAES_FAKEGPU_FAIL": "init",
+                                             "ACCELAES_FAKEGPU_LOG": str(log), "T_SIZE": "65536"})
+    assert not check_identity(res, rc, err), "backend=cpu mapped a GPU plugin"
+    assert not log.exists() and warn_lines(err) == [], err
+    if stat is not None:
+        assert stat["gpu_bytes"] == 0 and stat["gpu_fallbacks"] == 0, stat
+
+
+# Threads that arrive while both fake slots are busy (each run held 300 ms) must be combined into
+# one run call by a leader; a forked child must redo the plugin set-up and still reach the GPU.
+CONCURRENT = r"""
+import os, threading
+lc = evp.LibCtx(["default", "accelaes"], modules_dir=os.environ["OPENSSL_MODULES"])
+a, r = lc.fetch("AES-128-CTR", "accelaes"), lc.fetch("AES-128-CTR", "default")
+n = 8
+bar = threading.Barrier(n)
+ok = []
+def work(i):
+    key, iv, data = os.urandom(16), os.urandom(16), os.urandom(256 * 1024 + 16 * i)
+    t, x = evp.CipherCtx(a, key, iv, 1, padding=False), evp.CipherCtx(r, key, iv, 1, padding=False)
+    bar.wait()
+    ok.append(t.update(data) == x.update(data))
+ths = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+[th.start() for th in ths]
+[th.join() for th in ths]
+emit({"threads_ok": len(ok) == n and all(ok)})
+pid = os.fork()
+if pid == 0:
+    key, iv, data = os.urandom(16), os.urandom(16), os.urandom(100000)
+    t, x = evp.CipherCtx(a, key, iv, 0, padding=False), evp.CipherCtx(r, key, iv, 0, padding=False)
+    os._exit(0 if t.update(data) == x.update(data) else 1)
+emit({"child_ok": os.waitpid(pid, 0)[1] == 0, "parent": os.getpid(), "child": pid})
+"""
+
+
+def test_batching_and_fork(require_provider, tmp_path):
+    if not FAKE.exists():
+        pytest.skip(f"{FAKE} is not built")
+    log = tmp_path / "runs.log"
+    rc, res, err, stat = run_child(CONCURRENT, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "4096",
+                                               "ACCELAES_GPU_PLUGIN": str(FAKE), "ACCELAES_FAKEGPU_LOG": str(log),
+                                               "ACCELAES_FAKEGPU_DELAY_MS": "300"})
+    assert rc == 0, err
+    got = {k: v for r in res for k, v in r.items()}
+    assert got.get("threads_ok") and got.get("child_ok"), (res, err)
+    runs = [dict(kv.split("=") for kv in ln.split()) for ln in log.read_text().splitlines()]
+    parent = [r for r in runs if int(r["pid"]) == got["parent"]]
+    assert sum(int(r["bytes"]) for r in parent) == sum(256 * 1024 + 16 * i for i in range(8)), runs
+    assert all(r["slot"] in ("0", "1") for r in runs), runs
+    assert max(int(r["njobs"]) for r in parent) > 1, f"no run call combined queued requests: {runs}"
+    assert any(int(r["pid"]) == got["child"] for r in runs), "the forked child never reached the GPU plugin"
+    assert warn_lines(err) == [], err
