@@ -72,4 +72,9 @@ typedef void (*acc_pool_fn)(void *arg, size_t i);
  * Nothing is allocated per call once the pool exists. */
 int acc_pool_run(acc_pool_fn fn, void *arg, size_t n, int helpers);
 
+/* As acc_pool_run, and each unit that took part (the caller's included) is credited with
+ * piece_bytes per piece it ran, so the unit table shows bytes served by CPU units
+ * (acc_pool_run credits requests only). Added by the scheduler; acc_pool_run is unchanged. */
+int acc_pool_run_bytes(acc_pool_fn fn, void *arg, size_t n, int helpers, uint64_t piece_bytes);
+
 #endif

@@ -1,0 +1,430 @@
+/* scheduler/sched.c: the unit table as this process sees it: lazy initialisation (shared
+ * segment or private fallback), CPU-unit discovery, take/release with crash recovery, GPU
+ * slot registration, and what a forked child must redo. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#ifdef HAVE_NUMA
+#include <numa.h>
+#endif
+#include "scheduler/sched_int.h"
+
+#define SWEEP_INTERVAL_NS 50000000u     /* how often a process looks for dead owners' units */
+#define MAX_GPU_SLOTS 64
+
+static struct {
+    pthread_mutex_t lock;          /* initialisation; taken around fork */
+    int ready;                     /* atomic: tab, proc and the CPU list are valid */
+    acc_sched_conf conf;
+    int reported;                  /* the shm = on fallback line was printed */
+    acc_shm_table *tab;
+    int shared;
+    char name[ACC_SHM_NAME_MAX + 1];
+    int32_t pid;
+    acc_shm_proc *proc;
+    acc_shm_proc own_proc;         /* when every slot is taken: counts still reach totals */
+    int ncpu;
+    uint32_t cpu_unit[ACC_SHM_MAX_UNITS];
+    int cpu_of[ACC_SHM_MAX_UNITS];
+    uint64_t last_sweep_ns;        /* atomic */
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER, .conf = { -1, 0 } };
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static __thread int32_t tls_tid;
+
+int32_t acc_sched_pid(void)
+{
+    return g.pid;
+}
+
+int32_t acc_sched_tid(void)
+{
+    if (__builtin_expect(tls_tid == 0, 0))
+        tls_tid = (int32_t)syscall(SYS_gettid);
+    return tls_tid;
+}
+
+/* ---- fork ---- */
+
+static void atfork_prepare(void)
+{
+    /* Publish this thread's buffered counts to the parent's slot before the child copies them. */
+    if (ACC_LOAD_ACQ(&g.ready))
+        acc_sched_flush();
+    pthread_mutex_lock(&g.lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* The child never owns the parent's units, its slot or its private table: forget them all
+ * and initialise again on first use (a shared segment is simply attached again). */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&g.lock, NULL);
+    acc_shm_table *old = g.tab;
+    ACC_STORE(&g.ready, 0);
+    g.tab = NULL;
+    g.proc = NULL;
+    g.ncpu = 0;
+    g.pid = 0;
+    ACC_STORE(&g.last_sweep_ns, 0);
+    tls_tid = 0;
+    acc_shm_unmap(old);
+    acc_counters_child_reset();
+    acc_pool_child_reset();
+}
+
+static void init_once(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    /* Pool threads sleep in our code and thread-exit destructors point into it: pin the
+     * module so that a provider unload (dlclose) cannot unmap code still in use. */
+    Dl_info info;
+    if (dladdr((void *)&acc_sched_table, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] != '\0')
+        (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    atexit(acc_sched_flush);
+}
+
+/* ---- initialisation ---- */
+
+static int add_unit(acc_shm_table *t, acc_unit_kind kind, int cpu, int node, const char *devname)
+{
+    uint32_t n = acc_shm_nunits(t);
+    if (n >= ACC_SHM_MAX_UNITS)
+        return -1;
+    acc_shm_unit *u = &t->units[n];
+    memset(u, 0, sizeof(*u));
+    if (acc_shm_mutex_init(&u->mtx) != 0)
+        return -1;
+    u->id = n;
+    u->kind = (uint32_t)kind;
+    u->cpu = cpu;
+    u->node = node;
+    u->since_ns = acc_now_ns();
+    if (devname != NULL)
+        snprintf(u->devname, sizeof(u->devname), "%s", devname);
+    ACC_STORE_REL(&t->hdr.nunits, n + 1);   /* publish only a complete unit */
+    return (int)n;
+}
+
+static int cpu_node(int cpu)
+{
+#ifdef HAVE_NUMA
+    static int avail = -2;
+    if (avail == -2)
+        avail = numa_available();
+    if (avail >= 0) {
+        int node = numa_node_of_cpu(cpu);
+        return node >= 0 ? node : 0;
+    }
+#endif
+    (void)cpu;
+    return 0;
+}
+
+/* One CPU unit per core of our affinity set (at most `workers`), shared with every process
+ * of the user that runs on the same cores; called with the table lock held. */
+static void discover_cpus(acc_shm_table *t)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        CPU_SET(0, &set);
+    int limit = g.conf.workers > 0 ? g.conf.workers : INT_MAX;
+    g.ncpu = 0;
+    for (int c = 0; c < CPU_SETSIZE && g.ncpu < limit; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        int id = -1;
+        uint32_t n = acc_shm_nunits(t);
+        for (uint32_t i = 0; i < n && id < 0; i++)
+            if (ACC_LOAD(&t->units[i].kind) == ACC_UNIT_CPU && ACC_LOAD(&t->units[i].cpu) == c)
+                id = (int)i;
+        if (id < 0)
+            id = add_unit(t, ACC_UNIT_CPU, c, cpu_node(c), NULL);
+        if (id < 0)
+            break;
+        g.cpu_unit[g.ncpu] = (uint32_t)id;
+        g.cpu_of[g.ncpu] = c;
+        g.ncpu++;
+    }
+}
+
+/* A slot for our counters; a slot whose process died (or whose pid was reused) is taken
+ * over: its counts already reached the totals when they were published. */
+static void claim_slot(acc_shm_table *t)
+{
+    uint64_t start = acc_proc_start_time(g.pid);
+    g.proc = &g.own_proc;
+    memset(&g.own_proc, 0, sizeof(g.own_proc));
+    /* Never-used slots first, so that accelaes-stat can still show what recently exited
+     * processes did; then the first slot of a dead process. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
+            acc_shm_proc *p = &t->procs[i];
+            int32_t pid = ACC_LOAD(&p->pid);
+            if (pass == 0 ? pid != 0
+                          : pid != g.pid && acc_pid_alive(pid, ACC_LOAD(&p->start_time)))
+                continue;
+            memset((char *)p + sizeof(p->pid), 0, sizeof(*p) - sizeof(p->pid));
+            ACC_STORE(&p->start_time, start);
+            ACC_STORE_REL(&p->pid, g.pid);
+            g.proc = p;
+            return;
+        }
+    }
+}
+
+static acc_shm_table *init_slow(void)
+{
+    pthread_once(&g_once, init_once);
+    pthread_mutex_lock(&g.lock);
+    if (!ACC_LOAD(&g.ready)) {
+        const char *why = "shm = off";
+        acc_shm_table *t = NULL;
+        g.pid = (int32_t)getpid();
+        g.name[0] = '\0';
+        if (g.conf.shm != 0) {
+            if (acc_shm_name(g.name, sizeof(g.name)) != 0)
+                why = "invalid ACCELAES_SHM_NAME";
+            else
+                t = acc_shm_attach(g.name, &why);
+        }
+        g.shared = t != NULL;
+        if (t == NULL) {
+            if (g.conf.shm == 1 && !g.reported) {
+                fprintf(stderr, "accelaes: shared unit table %s unusable (%s); using a private table\n",
+                        g.name[0] ? g.name : "(ACCELAES_SHM_NAME)", why);
+                g.reported = 1;
+            }
+            t = acc_shm_private();
+        }
+        if (t != NULL) {
+            g.proc = &g.own_proc;
+            g.ncpu = 0;
+            if (acc_shm_lock(t) == 0) {
+                discover_cpus(t);
+                claim_slot(t);
+                acc_shm_unlock(t);
+            }
+            g.tab = t;
+            ACC_STORE_REL(&g.ready, 1);
+        }
+    }
+    pthread_mutex_unlock(&g.lock);
+    return g.tab;
+}
+
+acc_shm_table *acc_sched_table(void)
+{
+    if (__builtin_expect(ACC_LOAD_ACQ(&g.ready), 1))
+        return g.tab;
+    return init_slow();
+}
+
+acc_shm_proc *acc_sched_proc(void)
+{
+    return acc_sched_table() != NULL ? g.proc : &g.own_proc;
+}
+
+void acc_sched_configure(const acc_sched_conf *conf)
+{
+    if (conf == NULL)
+        return;
+    pthread_mutex_lock(&g.lock);
+    if (!ACC_LOAD(&g.ready)) {
+        g.conf.shm = conf->shm < 0 ? -1 : conf->shm > 0 ? 1 : 0;
+        g.conf.workers = conf->workers > 0 ? conf->workers : 0;
+    }
+    pthread_mutex_unlock(&g.lock);
+}
+
+int acc_sched_is_shared(void)
+{
+    return acc_sched_table() != NULL && g.shared;
+}
+
+int acc_sched_cpu_units(void)
+{
+    if (acc_sched_table() == NULL || g.ncpu < 1)
+        return 1;
+    return g.ncpu;
+}
+
+int acc_sched_cpu_unit(int i, int *cpu)
+{
+    if (acc_sched_table() == NULL || i < 0 || i >= g.ncpu)
+        return -1;
+    if (cpu != NULL)
+        *cpu = g.cpu_of[i];
+    return (int)g.cpu_unit[i];
+}
+
+/* ---- take / release ---- */
+
+int acc_sched_take(acc_shm_table *t, uint32_t id)
+{
+    if (id >= acc_shm_nunits(t))
+        return 0;
+    acc_shm_unit *u = &t->units[id];
+    if (ACC_LOAD(&u->id) != id)
+        return 0;
+    int rc = pthread_mutex_trylock(&u->mtx);
+    if (rc == EOWNERDEAD) {
+        /* The owner died holding it: the unit holds no data, so it is simply usable again. */
+        if (pthread_mutex_consistent(&u->mtx) != 0) {
+            pthread_mutex_unlock(&u->mtx);
+            return 0;
+        }
+        ACC_ADD(&u->recoveries, 1);
+        acc_sched_event(ACC_EV_RECOVERY);
+    } else if (rc != 0) {
+        return 0;
+    }
+    ACC_STORE(&u->owner_pid, g.pid);
+    ACC_STORE(&u->owner_tid, acc_sched_tid());
+    ACC_STORE(&u->since_ns, acc_now_ns());
+    ACC_STORE(&u->state, ACC_UNIT_BUSY);
+    return 1;
+}
+
+void acc_sched_sweep(acc_shm_table *t, acc_unit_kind kind)
+{
+    uint64_t now = acc_now_ns(), last = ACC_LOAD(&g.last_sweep_ns);
+    if (last != 0 && now - last < SWEEP_INTERVAL_NS)
+        return;
+    if (!__atomic_compare_exchange_n(&g.last_sweep_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;   /* another thread of ours is sweeping */
+    uint32_t n = acc_shm_nunits(t);
+    for (uint32_t i = 0; i < n; i++) {
+        acc_shm_unit *u = &t->units[i];
+        if (ACC_LOAD(&u->kind) != (uint32_t)kind || ACC_LOAD(&u->state) != ACC_UNIT_BUSY)
+            continue;
+        if (acc_tid_alive(ACC_LOAD(&u->owner_pid), ACC_LOAD(&u->owner_tid)))
+            continue;
+        if (acc_sched_take(t, i))
+            acc_sched_release((int)i, 0, 0);
+    }
+}
+
+static int fifo_has_live_waiter(acc_shm_table *t, acc_unit_kind kind)
+{
+    uint64_t now = acc_now_ns();
+    for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
+        acc_shm_waiter *w = &t->waiters[i];
+        /* A waiter refreshes its heartbeat every 20 ms; 200 ms of silence: not waiting. */
+        if (ACC_LOAD(&w->state) == ACC_WAITER_WAITING && ACC_LOAD(&w->kind) == (uint32_t)kind
+            && now - ACC_LOAD(&w->heartbeat_ns) < 200000000u)
+            return 1;
+    }
+    return 0;
+}
+
+int acc_sched_try_kind(acc_shm_table *t, acc_unit_kind kind)
+{
+    if (kind == ACC_UNIT_CPU) {
+        int n = g.ncpu;
+        if (n <= 0)
+            return -1;
+        /* Start at the core we run on, so a caller keeps its cache; else spread by thread. */
+        int start = (int)((uint32_t)acc_sched_tid() % (uint32_t)n), cur = sched_getcpu();
+        for (int i = 0; i < n; i++)
+            if (g.cpu_of[i] == cur) { start = i; break; }
+        for (int i = 0; i < n; i++) {
+            uint32_t id = g.cpu_unit[(start + i) % n];
+            if (id < ACC_SHM_MAX_UNITS && ACC_LOAD(&t->units[id].state) == ACC_UNIT_IDLE
+                && acc_sched_take(t, id))
+                return (int)id;
+        }
+        return -1;
+    }
+    uint32_t n = acc_shm_nunits(t);
+    for (uint32_t i = 0; i < n; i++) {
+        acc_shm_unit *u = &t->units[i];
+        if (ACC_LOAD(&u->kind) == (uint32_t)kind && ACC_LOAD(&u->state) == ACC_UNIT_IDLE
+            && acc_sched_take(t, i))
+            return (int)i;
+    }
+    return -1;
+}
+
+int acc_sched_try_acquire(acc_unit_kind kind)
+{
+    acc_shm_table *t = acc_sched_table();
+    if (t == NULL || (kind != ACC_UNIT_CPU && kind != ACC_UNIT_GPU))
+        return -1;
+    acc_sched_sweep(t, kind);
+    /* Waiters in the FIFO come first: taking past them would starve them. */
+    if (ACC_LOAD(&t->hdr.nwaiting[kind]) != 0 && fifo_has_live_waiter(t, kind))
+        return -1;
+    return acc_sched_try_kind(t, kind);
+}
+
+void acc_sched_release(int unit, uint64_t bytes, uint64_t requests)
+{
+    if (!ACC_LOAD_ACQ(&g.ready) || g.tab == NULL)
+        return;
+    acc_shm_table *t = g.tab;
+    if (unit < 0 || (uint32_t)unit >= acc_shm_nunits(t))
+        return;
+    acc_shm_unit *u = &t->units[unit];
+    /* Only the thread that took it: a robust mutex refuses anyone else's unlock, and the
+     * state must not say IDLE while another thread (or the parent, after fork) holds it. */
+    if (ACC_LOAD(&u->owner_pid) != g.pid || ACC_LOAD(&u->owner_tid) != acc_sched_tid()
+        || ACC_LOAD(&u->state) != ACC_UNIT_BUSY)
+        return;
+    ACC_ADD(&u->bytes, bytes);
+    ACC_ADD(&u->requests, requests);
+    ACC_STORE(&u->owner_pid, 0);
+    ACC_STORE(&u->owner_tid, 0);
+    ACC_STORE(&u->since_ns, acc_now_ns());
+    ACC_STORE_REL(&u->state, ACC_UNIT_IDLE);
+    pthread_mutex_unlock(&u->mtx);
+    /* Pairs with the fence in the FIFO's enqueue: either it sees our unlock, or we see it. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint32_t kind = ACC_LOAD(&u->kind);
+    if (kind < 3 && ACC_LOAD(&t->hdr.nwaiting[kind]) != 0)
+        acc_fifo_notify(t, (acc_unit_kind)kind);
+}
+
+int acc_sched_add_gpu_units(int n, int node, const char *devname)
+{
+    acc_shm_table *t = acc_sched_table();
+    if (t == NULL)
+        return 0;
+    char name[ACC_SHM_DEVNAME];
+    snprintf(name, sizeof(name), "%s", devname != NULL ? devname : "gpu");
+    if (n > MAX_GPU_SLOTS)
+        n = MAX_GPU_SLOTS;
+    if (node < -1)
+        node = -1;
+    if (acc_shm_lock(t) != 0)
+        return 0;
+    int have = 0, total = 0;
+    uint32_t nu = acc_shm_nunits(t);
+    for (uint32_t i = 0; i < nu; i++) {
+        acc_shm_unit *u = &t->units[i];
+        if (ACC_LOAD(&u->kind) != ACC_UNIT_GPU)
+            continue;
+        total++;
+        if (strncmp(u->devname, name, sizeof(u->devname)) == 0)
+            have++;
+    }
+    /* Idempotent per host: another process may have registered this device already. */
+    for (; have < n; have++, total++)
+        if (add_unit(t, ACC_UNIT_GPU, -1, node, name) < 0)
+            break;
+    acc_shm_unlock(t);
+    return total;
+}

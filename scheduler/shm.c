@@ -1,0 +1,281 @@
+/* scheduler/shm.c: creating, validating and attaching the per-user unit table, the private
+ * fallback table, and the process-liveness helpers the scheduler and accelaes-stat share. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "scheduler/shm_layout.h"
+
+/* glibc keeps POSIX shared memory in /dev/shm; linking into place needs the real path. */
+#define SHM_DIR "/dev/shm"
+
+uint64_t acc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int acc_shm_name(char *buf, size_t len)
+{
+    const char *env = getenv("ACCELAES_SHM_NAME");
+    if (env == NULL || *env == '\0') {
+        int n = snprintf(buf, len, "/accelaes.%u", (unsigned)getuid());
+        return n > 0 && (size_t)n < len ? 0 : -1;
+    }
+    size_t n = strlen(env);
+    /* The name becomes a file under /dev/shm: one leading '/', nothing that walks elsewhere. */
+    if (env[0] != '/' || n < 2 || n >= len || n > ACC_SHM_NAME_MAX || strchr(env + 1, '/') != NULL
+        || strcmp(env, "/.") == 0 || strcmp(env, "/..") == 0)
+        return -1;
+    memcpy(buf, env, n + 1);
+    return 0;
+}
+
+int acc_shm_check_fd(int fd, const char **why)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) { *why = "cannot stat the segment"; return -1; }
+    if (!S_ISREG(st.st_mode)) { *why = "not a regular file"; return -1; }
+    if (st.st_uid != getuid()) { *why = "owned by another user"; return -1; }
+    if ((st.st_mode & 07777) != 0600) { *why = "mode is not 0600"; return -1; }
+    if ((uint64_t)st.st_size != sizeof(acc_shm_table)) { *why = "wrong size (another version?)"; return -1; }
+    return 0;
+}
+
+int acc_shm_check_header(const acc_shm_table *t, const char **why)
+{
+    const acc_shm_hdr *h = &t->hdr;
+    if (h->magic != ACC_SHM_MAGIC) { *why = "bad magic"; return -1; }
+    if (h->version != ACC_SHM_VERSION) { *why = "unsupported version"; return -1; }
+    if (h->hdr_size != sizeof(acc_shm_hdr) || h->total_size != sizeof(acc_shm_table)
+        || h->max_units != ACC_SHM_MAX_UNITS || h->max_procs != ACC_SHM_MAX_PROCS
+        || h->max_waiters != ACC_SHM_MAX_WAITERS || h->unit_size != sizeof(acc_shm_unit)
+        || h->proc_size != sizeof(acc_shm_proc) || h->waiter_size != sizeof(acc_shm_waiter)) {
+        *why = "layout mismatch";
+        return -1;
+    }
+    if (ACC_LOAD(&h->nunits) > ACC_SHM_MAX_UNITS) { *why = "unit count out of range"; return -1; }
+    return 0;
+}
+
+uint32_t acc_shm_nunits(const acc_shm_table *t)
+{
+    uint32_t n = ACC_LOAD_ACQ(&t->hdr.nunits);
+    return n > ACC_SHM_MAX_UNITS ? ACC_SHM_MAX_UNITS : n;
+}
+
+int acc_shm_mutex_init(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0)
+        return -1;
+    int rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    if (rc == 0)
+        rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    if (rc == 0)
+        rc = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc == 0 ? 0 : -1;
+}
+
+/* A holder died inside the lock: the only derived state is the per-kind FIFO count. */
+static void repair_after_death(acc_shm_table *t)
+{
+    uint32_t n[3] = { 0, 0, 0 };
+    for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
+        acc_shm_waiter *w = &t->waiters[i];
+        uint32_t k = ACC_LOAD(&w->kind);
+        if (ACC_LOAD(&w->state) == ACC_WAITER_WAITING && k < 3)
+            n[k]++;
+    }
+    for (int k = 0; k < 3; k++)
+        ACC_STORE(&t->hdr.nwaiting[k], n[k]);
+}
+
+int acc_shm_lock(acc_shm_table *t)
+{
+    int rc = pthread_mutex_lock(&t->hdr.lock);
+    if (rc == EOWNERDEAD) {
+        repair_after_death(t);
+        rc = pthread_mutex_consistent(&t->hdr.lock);
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+void acc_shm_unlock(acc_shm_table *t)
+{
+    pthread_mutex_unlock(&t->hdr.lock);
+}
+
+static int init_table(acc_shm_table *t)
+{
+    acc_shm_hdr *h = &t->hdr;
+    memset(h, 0, sizeof(*h));
+    h->version = ACC_SHM_VERSION;
+    h->hdr_size = sizeof(acc_shm_hdr);
+    h->total_size = sizeof(acc_shm_table);
+    h->max_units = ACC_SHM_MAX_UNITS;
+    h->max_procs = ACC_SHM_MAX_PROCS;
+    h->max_waiters = ACC_SHM_MAX_WAITERS;
+    h->unit_size = sizeof(acc_shm_unit);
+    h->proc_size = sizeof(acc_shm_proc);
+    h->waiter_size = sizeof(acc_shm_waiter);
+    h->owner_uid = (uint32_t)getuid();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (acc_shm_mutex_init(&h->lock) != 0)
+        return -1;
+    /* The magic goes last: a reader that sees it sees everything before it. */
+    __atomic_store_n(&h->magic, ACC_SHM_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+acc_shm_table *acc_shm_private(void)
+{
+    void *p = mmap(NULL, sizeof(acc_shm_table), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (init_table(p) != 0) {
+        munmap(p, sizeof(acc_shm_table));
+        return NULL;
+    }
+    return p;
+}
+
+void acc_shm_unmap(acc_shm_table *t)
+{
+    if (t != NULL)
+        munmap(t, sizeof(acc_shm_table));
+}
+
+static acc_shm_table *map_checked(int fd, const char **why)
+{
+    if (acc_shm_check_fd(fd, why) != 0)
+        return NULL;
+    void *p = mmap(NULL, sizeof(acc_shm_table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) { *why = "mmap failed"; return NULL; }
+    if (acc_shm_check_header(p, why) != 0) {
+        munmap(p, sizeof(acc_shm_table));
+        return NULL;
+    }
+    return p;
+}
+
+/* Build a complete table under a private temporary name, then hard-link it to the real
+ * name: other processes either find no segment or a fully initialised one. Returns 1 if
+ * ours is now the segment, 0 if another process won the race, -1 on failure. */
+static int create_and_link(const char *name, const char **why)
+{
+    static unsigned seq;
+    char tmp[ACC_SHM_NAME_MAX + 64], from[sizeof(tmp) + 16], to[ACC_SHM_NAME_MAX + 16];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%ld.%u", name, (int)getpid(), (long)syscall(SYS_gettid),
+             __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+    int fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd < 0) { *why = errno == ENOENT ? "no /dev/shm" : "cannot create the segment"; return -1; }
+    int ret = -1;
+    void *p = MAP_FAILED;
+    /* fchmod: the umask must not leave a mode that our own attach check then refuses. */
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, sizeof(acc_shm_table)) != 0) {
+        *why = "cannot size the segment";
+        goto out;
+    }
+    p = mmap(NULL, sizeof(acc_shm_table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED || init_table(p) != 0) {
+        *why = "cannot initialise the segment";
+        goto out;
+    }
+    snprintf(from, sizeof(from), SHM_DIR "%s", tmp);
+    snprintf(to, sizeof(to), SHM_DIR "%s", name);
+    if (link(from, to) == 0)
+        ret = 1;
+    else if (errno == EEXIST)
+        ret = 0;
+    else
+        *why = "cannot link the segment into /dev/shm";
+out:
+    if (p != MAP_FAILED)
+        munmap(p, sizeof(acc_shm_table));
+    close(fd);
+    shm_unlink(tmp);
+    return ret;
+}
+
+acc_shm_table *acc_shm_attach(const char *name, const char **why)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int fd = shm_open(name, O_RDWR | O_NOFOLLOW, 0);
+        if (fd >= 0) {
+            acc_shm_table *t = map_checked(fd, why);
+            close(fd);
+            return t;
+        }
+        if (errno != ENOENT) {
+            *why = errno == ELOOP ? "the segment is a symlink" : "cannot open the segment";
+            return NULL;
+        }
+        /* Absent: create it. Losing the race means it exists now, so open again. The
+         * retry bound covers a segment unlinked between our attempts. */
+        if (create_and_link(name, why) < 0)
+            return NULL;
+    }
+    *why = "the segment keeps disappearing";
+    return NULL;
+}
+
+uint64_t acc_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* comm may hold spaces and parentheses: fields restart after the last ')'. starttime is
+     * field 22; after ") " comes field 3, so skip 19 more separators. */
+    char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return 0;
+    p++;
+    for (int f = 2; f < 22 && p != NULL; f++)
+        p = strchr(p + 1, ' ');
+    return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+int acc_pid_alive(int32_t pid, uint64_t start_time)
+{
+    /* pid <= 0 would address process groups: never a valid owner. */
+    if (pid <= 0)
+        return 0;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    if (start_time != 0) {
+        uint64_t now = acc_proc_start_time(pid);
+        if (now != 0 && now != start_time)
+            return 0;     /* the pid was reused */
+    }
+    return 1;
+}
+
+int acc_tid_alive(int32_t pid, int32_t tid)
+{
+    if (pid <= 0 || tid <= 0)
+        return 0;
+    if (syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH)
+        return 0;
+    return 1;
+}

@@ -1,0 +1,130 @@
+/* scheduler/shm_layout.h: the layout of the per-user unit table (/accelaes.<uid>) and the
+ * checks that make it safe to read. Private to scheduler/ and tools/accelaes-stat. */
+#ifndef ACCELAES_SHM_LAYOUT_H
+#define ACCELAES_SHM_LAYOUT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "scheduler/sched.h"
+
+#define ACC_SHM_MAGIC       0x53454c4543434131ULL   /* "1ACCELES", a version-independent tag */
+#define ACC_SHM_VERSION     1u
+#define ACC_SHM_MAX_UNITS   1024u    /* CPU units and GPU slots together */
+#define ACC_SHM_MAX_PROCS   1024u    /* process slots; beyond this a process counts into totals only */
+#define ACC_SHM_MAX_WAITERS 256u     /* FIFO entries; beyond this a waiter polls instead */
+#define ACC_SHM_DEVNAME     32
+#define ACC_SHM_NAME_MAX    200
+
+enum { ACC_UNIT_IDLE = 0, ACC_UNIT_BUSY = 1 };
+enum { ACC_WAITER_FREE = 0, ACC_WAITER_WAITING = 1 };
+
+/* Every field but the mutex is read and written with __atomic builtins (relaxed unless a
+ * comment says otherwise), so a reader of a torn snapshot sees stale numbers, never UB. */
+typedef struct acc_shm_unit {
+    pthread_mutex_t mtx;          /* robust, process-shared: holding the unit == holding this */
+    uint32_t id;                  /* == its index; checked on use */
+    uint32_t kind;                /* acc_unit_kind */
+    int32_t cpu;                  /* CPU units: the core; GPU slots: -1 */
+    int32_t node;                 /* NUMA node, -1 unknown */
+    uint32_t state;               /* ACC_UNIT_IDLE / ACC_UNIT_BUSY */
+    int32_t owner_pid, owner_tid;
+    uint32_t pad0;
+    uint64_t since_ns;            /* CLOCK_MONOTONIC of the last state change */
+    uint64_t bytes, requests, recoveries;
+    char devname[ACC_SHM_DEVNAME];/* GPU slots: the device, NUL-terminated (not trusted) */
+} __attribute__((aligned(64))) acc_shm_unit;
+
+typedef struct acc_shm_proc {
+    int32_t pid;                  /* 0: free; written last when claimed (release) */
+    uint32_t pad0;
+    uint64_t start_time;          /* /proc/<pid>/stat starttime: tells a reused pid apart */
+    uint64_t bytes[ACC_PATH_COUNT];
+    uint64_t requests[ACC_PATH_COUNT];
+    uint64_t events[ACC_EV_COUNT];
+} __attribute__((aligned(64))) acc_shm_proc;
+
+typedef struct acc_shm_waiter {
+    uint64_t ticket;              /* FIFO order: smaller is older */
+    uint64_t heartbeat_ns;        /* refreshed by the waiter each sleep slice: stale == dead */
+    int32_t pid, tid;
+    uint32_t kind;
+    uint32_t state;               /* ACC_WAITER_*; written last (release) */
+    uint32_t word;                /* futex word: bumped to wake this waiter */
+} __attribute__((aligned(64))) acc_shm_waiter;
+
+typedef struct acc_shm_hdr {
+    uint64_t magic;
+    uint32_t version, hdr_size;
+    uint64_t total_size;
+    uint32_t max_units, max_procs, max_waiters;
+    uint32_t unit_size, proc_size, waiter_size;
+    uint32_t owner_uid;
+    uint64_t created_ns;          /* CLOCK_REALTIME at creation, for display */
+    pthread_mutex_t lock __attribute__((aligned(64)));  /* robust: unit adds, slots, FIFO */
+    uint32_t nunits;              /* published with release after the unit is initialised */
+    uint32_t nwaiting[3];         /* FIFO entries per kind (index = acc_unit_kind) */
+    uint64_t next_ticket;
+    uint64_t bytes[ACC_PATH_COUNT];      /* cumulative totals since creation */
+    uint64_t requests[ACC_PATH_COUNT];
+    uint64_t events[ACC_EV_COUNT];
+} __attribute__((aligned(64))) acc_shm_hdr;
+
+typedef struct acc_shm_table {
+    acc_shm_hdr hdr;
+    acc_shm_unit units[ACC_SHM_MAX_UNITS];
+    acc_shm_proc procs[ACC_SHM_MAX_PROCS];
+    acc_shm_waiter waiters[ACC_SHM_MAX_WAITERS];
+} acc_shm_table;
+
+#define ACC_LOAD(p)      __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ACC_LOAD_ACQ(p)  __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ACC_STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ACC_STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ACC_ADD(p, v)    ((void)__atomic_fetch_add((p), (v), __ATOMIC_RELAXED))
+
+/* ---- scheduler/shm.c ---- */
+
+/* The segment name: $ACCELAES_SHM_NAME or /accelaes.<uid>. 0 on success, -1 if the
+ * override is not a valid POSIX shm name ("/x", no other '/', short). */
+int acc_shm_name(char *buf, size_t len);
+
+/* Check an open segment's file: regular, owned by getuid(), mode exactly 0600, and of the
+ * expected size. 0 if usable, else -1 and *why says what was wrong. */
+int acc_shm_check_fd(int fd, const char **why);
+
+/* Check a mapped or copied table's header (magic, version, sizes, counts). 0 / -1 + *why. */
+int acc_shm_check_header(const acc_shm_table *t, const char **why);
+
+/* Attach to the user's segment, creating it if absent (temporary name + link, so it appears
+ * fully initialised or not at all). Returns the mapping or NULL with *why set. */
+acc_shm_table *acc_shm_attach(const char *name, const char **why);
+
+/* A process-private table with the same layout (anonymous mapping). NULL only on ENOMEM. */
+acc_shm_table *acc_shm_private(void);
+
+void acc_shm_unmap(acc_shm_table *t);
+
+/* Initialise a robust mutex (process-shared). 0 / -1. */
+int acc_shm_mutex_init(pthread_mutex_t *m);
+
+/* Lock the header lock, repairing the FIFO counters if a previous holder died. 0 / -1. */
+int acc_shm_lock(acc_shm_table *t);
+void acc_shm_unlock(acc_shm_table *t);
+
+/* The number of units, bounded by the table size (the shm value is not trusted). */
+uint32_t acc_shm_nunits(const acc_shm_table *t);
+
+/* /proc/<pid>/stat starttime, 0 if unknown. */
+uint64_t acc_proc_start_time(pid_t pid);
+
+/* 1 if pid (> 0) is alive and, when start_time != 0, still the same process. */
+int acc_pid_alive(int32_t pid, uint64_t start_time);
+
+/* 1 if thread tid of process pid exists. */
+int acc_tid_alive(int32_t pid, int32_t tid);
+
+uint64_t acc_now_ns(void);
+
+#endif
