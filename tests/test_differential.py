@@ -12,7 +12,7 @@ import evp
 from conftest import PROVIDER, SEED
 
 MIB = 1 << 20
-TRIALS = 10
+TRIALS = 20
 
 
 def pick_size(rng):
