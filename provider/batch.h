@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include "provider/cipher.h"
 
+/* The longest a queued request waits for companions, in nanoseconds. */
+#define ACC_BATCH_TIMEOUT_NS 50000
+
 /* Called for a request of whole blocks (len a multiple of 16; in == out is legal).
  *  1: the caller runs inside an OpenSSL ASYNC job and batching pays for this op and size
  *     (CBC-encrypt of at least 256 bytes): the request was queued in the thread's batch,

@@ -44,6 +44,14 @@ typedef struct stream {
 
 static const acc_engine *eng;
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static size_t pick_len(void)
 {
     switch (rand() % 8) {
@@ -302,6 +310,7 @@ static void test_timeout(int delay_us)
     jobslot ja = { 0 }, jb = { 0 };
     char what[128];
     int rb;
+    uint64_t t0, waited;
 
     if (!stream_init(&a, 1, 2048) || !stream_init(&b, 1, 2048)) {
         check(0, "set-up");
@@ -314,10 +323,14 @@ static void test_timeout(int delay_us)
     b.sleep_us_before = delay_us;
     ja.live = jb.live = 1;
     check(start_or_resume(&ja) == 1, "job A pauses in the batch");
+    t0 = now_ns();
     rb = start_or_resume(&jb);
+    waited = now_ns() - t0;
     snprintf(what, sizeof(what), "delay %d us: job B %s", delay_us,
              delay_us > 0 ? "finds A timed out and runs the pair without pausing" : "pauses to wait for companions");
-    check(delay_us > 0 ? rb == 0 : rb == 1, what);
+    /* Without the delay, B may still find A timed out if this busy machine stalled us for
+     * longer than the timeout: then, and only then, not pausing is right too. */
+    check(delay_us > 0 ? rb == 0 : (rb == 1 || waited >= ACC_BATCH_TIMEOUT_NS), what);
     for (int k = 0; (ja.live || jb.live) && k < 1000; k++) {
         if (ja.live)
             start_or_resume(&ja);
@@ -339,21 +352,42 @@ static void test_timeout_resume(void)
 {
     stream a, b;
     jobslot ja = { 0 }, jb = { 0 };
-    int ra;
+    int ra, rb, tries = 0;
 
-    if (!stream_init(&a, 1, 2048) || !stream_init(&b, 1, 2048)) {
-        check(0, "set-up");
-        return;
-    }
-    ja.wctx = ASYNC_WAIT_CTX_new();
-    jb.wctx = ASYNC_WAIT_CTX_new();
-    ja.s = &a;
-    jb.s = &b;
-    ja.live = jb.live = 1;
-    check(start_or_resume(&ja) == 1 && start_or_resume(&jb) == 1, "jobs A and B pause in the batch");
+    /* The set-up needs B to join before A times out; a stalled run is retried. */
+    do {
+        if (tries > 0) {
+            for (int k = 0; (ja.live || jb.live) && k < 1000; k++) {
+                if (ja.live)
+                    start_or_resume(&ja);
+                if (jb.live)
+                    start_or_resume(&jb);
+            }
+            ASYNC_WAIT_CTX_free(ja.wctx);
+            ASYNC_WAIT_CTX_free(jb.wctx);
+            stream_free(&a);
+            stream_free(&b);
+        }
+        memset(&ja, 0, sizeof(ja));
+        memset(&jb, 0, sizeof(jb));
+        if (!stream_init(&a, 1, 2048) || !stream_init(&b, 1, 2048)) {
+            check(0, "set-up");
+            return;
+        }
+        ja.wctx = ASYNC_WAIT_CTX_new();
+        jb.wctx = ASYNC_WAIT_CTX_new();
+        ja.s = &a;
+        jb.s = &b;
+        ja.live = jb.live = 1;
+        ra = start_or_resume(&ja);
+        rb = start_or_resume(&jb);
+    } while (ra == 1 && rb == 0 && ++tries < 5);
+    check(ra == 1, "job A pauses in the batch");
+    if (rb != 1)
+        printf("note: resume-timeout case not reached in 5 tries (B always found A timed out)\n");
     usleep(200);
     ra = start_or_resume(&ja);
-    check(ra == 0, "A resumed after the timeout runs the batch and finishes");
+    check(ra == 0, "A resumed after the timeout has its request done and finishes");
     for (int k = 0; (ja.live || jb.live) && k < 1000; k++) {
         if (ja.live)
             start_or_resume(&ja);
@@ -405,17 +439,43 @@ static void test_fork(void)
     enum { N = 4 };
     stream ss[N];
     jobslot js[N];
-    int ok = 1, status = 0;
+    int ok = 1, status = 0, tries = 0;
+    uint64_t t0, took;
     pid_t pid;
 
-    memset(js, 0, sizeof(js));
-    for (int i = 0; i < N; i++) {
-        ok = ok && stream_init(&ss[i], 1, 4096) && (js[i].wctx = ASYNC_WAIT_CTX_new()) != NULL;
-        js[i].s = &ss[i];
-        js[i].live = 1;
+    /* All N must still be queued at the fork: if starting them took longer than the batch
+     * timeout (a stalled, busy machine), the queue may have run already; then start over. */
+    for (;;) {
+        memset(js, 0, sizeof(js));
+        ok = 1;
+        for (int i = 0; i < N; i++) {
+            ok = ok && stream_init(&ss[i], 1, 4096) && (js[i].wctx = ASYNC_WAIT_CTX_new()) != NULL;
+            js[i].s = &ss[i];
+            js[i].live = 1;
+        }
+        t0 = now_ns();
+        for (int i = 0; ok && i < N; i++)
+            ok = start_or_resume(&js[i]) == 1;     /* all N queued and paused */
+        took = now_ns() - t0;
+        if (took < ACC_BATCH_TIMEOUT_NS || ++tries >= 5)
+            break;
+        for (int i = 0; i < N; i++) {
+            for (int k = 0; js[i].live && k < 1000; k++)
+                start_or_resume(&js[i]);
+            ASYNC_WAIT_CTX_free(js[i].wctx);
+            stream_free(&ss[i]);
+        }
     }
-    for (int i = 0; ok && i < N; i++)
-        ok = start_or_resume(&js[i]) == 1;     /* all N queued and paused */
+    if (took >= ACC_BATCH_TIMEOUT_NS) {
+        printf("skipped fork test: starting %d jobs always took longer than the batch timeout\n", N);
+        for (int i = 0; i < N; i++) {
+            for (int k = 0; js[i].live && k < 1000; k++)
+                start_or_resume(&js[i]);
+            ASYNC_WAIT_CTX_free(js[i].wctx);
+            stream_free(&ss[i]);
+        }
+        return;
+    }
     check(ok, "fork: N jobs queued and paused");
     if (!ok)
         return;
