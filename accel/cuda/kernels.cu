@@ -64,9 +64,12 @@ __global__ void __launch_bounds__(ACC_CU_THREADS) k_fwd(acc_kargs a)
         if (pc->op == ACC_GPU_CTR) {
             uint64_t hi = (uint64_t)ACC_BSWAP(pc->iv[0]) << 32 | ACC_BSWAP(pc->iv[1]);
             uint64_t lo = (uint64_t)ACC_BSWAP(pc->iv[2]) << 32 | ACC_BSWAP(pc->iv[3]);
-            if (!a.ks_only)
+            if (a.ks_only) {   /* two calls, not one with a maybe-NULL pointer: keeps w in registers */
+                acc_core_ctr_step(s_te, 5, lane, rk, pc->rounds, hi, lo, b, NULL, o);
+            } else {
                 ld4(w, a.in + at);
-            acc_core_ctr_step(s_te, 5, lane, rk, pc->rounds, hi, lo, b, a.ks_only ? NULL : w, o);
+                acc_core_ctr_step(s_te, 5, lane, rk, pc->rounds, hi, lo, b, w, o);
+            }
         } else {
             uint32_t s[4];
             ld4(w, a.in + at);

@@ -205,37 +205,38 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
     group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms };
     cursor c = { 0, 0 };
     size_t head = 0, tail = 0;   /* chunks staged / written back (ring index = count % nbuf) */
-    int rc = 0;
+    int rc = 0, stop = 0;        /* stop: stage no more; chunks already in flight are still written back */
     if (upload_keys(&g))
         return -1;
     for (;;) {
-        int more = c.j < n;
-        if (more && *chunks_left == 0) {
-            rc = acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
-            more = 0;
-        }
-        if (more && !rc && head - tail < (size_t)acc_cu.nbuf) {
+        if (!stop && c.j < n && head - tail < (size_t)acc_cu.nbuf) {
+            if (*chunks_left == 0) {
+                rc = acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
+                stop = 1;
+                continue;
+            }
             acc_cu_buf *prev = head > tail ? &sl->buf[(head - 1) % acc_cu.nbuf] : NULL;
-            if (stage(&g, &c, &sl->buf[head % acc_cu.nbuf], prev)) {
-                rc = -1;
-            } else {
+            if (stage(&g, &c, &sl->buf[head % acc_cu.nbuf], prev) == 0) {
                 head++;
                 if (*chunks_left > 0)
                     (*chunks_left)--;
                 continue;
             }
+            rc = -1;
+            stop = 1;
         }
         if (tail == head)
             break;
-        if (!rc && write_back(&g, &sl->buf[tail % acc_cu.nbuf]))
+        /* In order: a chunk is written back only if every chunk before it was. */
+        if (write_back(&g, &sl->buf[tail % acc_cu.nbuf])) {
             rc = -1;
-        tail++;   /* after a failure the rest are only drained, never written back */
-        if (rc) {
-            for (int b = 0; b < acc_cu.nbuf; b++)
-                cudaStreamSynchronize(sl->buf[b].st);
             break;
         }
+        tail++;
     }
+    if (rc)   /* nothing may still be queued when the buffers are next used */
+        for (int b = 0; b < acc_cu.nbuf; b++)
+            cudaStreamSynchronize(sl->buf[b].st);
     wipe_keys(&g);
     return rc;
 }

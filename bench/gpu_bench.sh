@@ -1,0 +1,34 @@
+#!/bin/sh
+# bench/gpu_bench.sh: the GPU benchmark in one go: kernel-only figures and copy bandwidth
+# (build/bench/gpu_kbench, built here with nvcc), then end to end through the plugin vs the default
+# provider (build/bench/gpu_bench), CTR both ways (keystream + CPU XOR, and staged in/out).
+# Every output is checked against OpenSSL; a mismatch makes the script exit non-zero.
+# usage: bench/gpu_bench.sh [PLUGIN=build/accelaes-cuda.so] [MiB=256]
+set -u
+cd "$(dirname "$0")/.."
+PLUGIN=${1:-build/accelaes-cuda.so}
+MIB=${2:-256}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+ARCH="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+mkdir -p build/bench
+if [ ! -x build/bench/gpu_kbench ] || [ bench/gpu_bench_kernels.cu -nt build/bench/gpu_kbench ] \
+   || [ accel/cuda/kernels.cu -nt build/bench/gpu_kbench ] || [ accel/cuda/aes_core.h -nt build/bench/gpu_kbench ]; then
+  if [ -x "$NVCC" ]; then
+    "$NVCC" -O3 -std=c++17 -I. $ARCH -o build/bench/gpu_kbench bench/gpu_bench_kernels.cu accel/cuda/kernels.cu -lcrypto || exit 2
+  else
+    echo "gpu_bench: nvcc not found: kernel-only figures skipped"
+  fi
+fi
+[ -x build/bench/gpu_bench ] || make -s build/bench/gpu_bench || exit 2
+rc=0
+echo "== kernel-only and copy bandwidth =="
+if [ -x build/bench/gpu_kbench ]; then build/bench/gpu_kbench "$MIB" || rc=1; fi
+echo "== end to end through $PLUGIN (CTR: GPU keystream, CPU XOR) =="
+build/bench/gpu_bench "$PLUGIN" ctr,ecb,cbcdec,cbcenc "$MIB" || rc=1
+echo "== end to end, CTR staged in and out (ACCELAES_CUDA_CTR=full) =="
+ACCELAES_CUDA_CTR=full build/bench/gpu_bench "$PLUGIN" ctr "$MIB" || rc=1
+for kb in 1024 16384; do
+  echo "== end to end, CTR, chunk ${kb} KiB =="
+  ACCELAES_CUDA_CHUNK_KB=$kb build/bench/gpu_bench "$PLUGIN" ctr "$MIB" || rc=1
+done
+exit $rc
