@@ -84,9 +84,14 @@ def files_hist(rows, path):
     counts = sorted({r["files"] for r in rows})
     fig, axes = plt.subplots(1, len(counts), figsize=(6 * len(counts), 3.5), squeeze=False)
     for ax, count in zip(axes[0], counts):
+        every = [t * 1e3 for r in rows if r["files"] == count for t in r["times_s"]]
+        if not every:
+            continue
+        lo, hi = min(every), max(every)
+        bins = [lo + (hi - lo) * k / 30 for k in range(31)] if hi > lo else 10  # shared, so bars compare
         for r in rows:
             if r["files"] == count and r["times_s"]:
-                ax.hist([t * 1e3 for t in r["times_s"]], bins=20, alpha=0.5,
+                ax.hist([t * 1e3 for t in r["times_s"]], bins=bins, alpha=0.5,
                         label=f"{r['program']} (median {r['median_s'] * 1e3:.1f} ms)")
         ax.set_title(f"{count} files, {rows[0]['threads']} threads: run times")
         ax.set_xlabel("wall time per run (ms)")

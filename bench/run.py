@@ -118,15 +118,19 @@ def md_speed(sweep, accel):
 
 
 def md_scaling(rows, kind, accel):
-    out = [f"| cipher | op | size (B) | {kind} | default MB/s | {accel} MB/s | ratio | Jain default | Jain {accel} |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """-multi gets Jain columns (per-process figures); -async_jobs runs in one process and has none."""
+    jain_cols = kind == "multi"
+    out = [f"| cipher | op | size (B) | {kind} | default MB/s | {accel} MB/s | ratio |" +
+           (f" Jain default | Jain {accel} |" if jain_cols else ""),
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if jain_cols else "")]
     idx = {(r["cipher"], r["op"], r["size"], r[kind], r["provider"]): r for r in rows}
     for c, o, s, n in sorted({k[:4] for k in idx}):
         d, a = idx.get((c, o, s, n, "default"), {}), idx.get((c, o, s, n, accel), {})
-        jd = "n/a" if d.get("jain") is None else f"{d['jain']:.3f}"
-        ja = "n/a" if a.get("jain") is None else f"{a['jain']:.3f}"
-        out.append(f"| {c} | {o} | {s} | {n} | {fmt(d.get('median'))} | {fmt(a.get('median'))} | "
-                   f"{ratio(a.get('median'), d.get('median'))} | {jd} | {ja} |")
+        line = (f"| {c} | {o} | {s} | {n} | {fmt(d.get('median'))} | {fmt(a.get('median'))} | "
+                f"{ratio(a.get('median'), d.get('median'))} |")
+        if jain_cols:
+            line += "".join(" n/a |" if x.get("jain") is None else f" {x['jain']:.3f} |" for x in (d, a))
+        out.append(line)
     return out
 
 

@@ -142,6 +142,9 @@ def test_links_and_special_files(tool, fileprov, openssl_env, tmp_path):
     (src / "link").symlink_to("f001.bin")
     (src / "dirlink").symlink_to("sub")
     os.mkfifo(src / "fifo")
+    long_name = "L" * 250  # the temporary name must still fit in NAME_MAX
+    (src / long_name).write_bytes(b"long")
+    files[long_name] = b"long"
     res = run_tool(tool, "encrypt", "aes-128-ctr", kpath, src, tmp_path / "out", "--provider", fileprov,
                    env=openssl_env)
     assert res.returncode == 0, res.stderr.decode()

@@ -215,11 +215,12 @@ int files_process(struct worker *w, const struct job *j)
         files_report(r, in_path, "no longer a regular file", NULL);
         goto done;
     }
-    /* The temporary sits beside the final name (same filesystem, so rename is atomic), hidden by a dot. */
+    /* The temporary sits beside the final name (same filesystem, so rename is atomic), hidden by a dot; the name
+     * part is cut so that a long file name still leaves room under NAME_MAX. */
     base = strrchr(out_path, '/') + 1;
     for (int tries = 0; out < 0 && tries < 100; tries++) {
         free(tmp);
-        if (asprintf(&tmp, "%.*s.%s.accelaes-tmp.%ld.%u", (int)(base - out_path), out_path, base,
+        if (asprintf(&tmp, "%.*s.%.160s.accelaes-tmp.%ld.%u", (int)(base - out_path), out_path, base,
                      (long)getpid(), atomic_fetch_add(&r->tmp_seq, 1)) < 0) {
             tmp = NULL;
             files_report(r, in_path, "out of memory", NULL);
