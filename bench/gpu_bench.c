@@ -1,8 +1,10 @@
 /* bench/gpu_bench.c: end-to-end throughput of a GPU plugin (host buffers in, host buffers out, through
  * its pinned staging pipeline) against OpenSSL's default provider on one core, same run, same data;
- * CPU time per offloaded byte; every plugin output checked byte for byte against the default provider. */
+ * and against the project's own CPU engine (acc_engine_default); CPU time per offloaded byte; several
+ * slots at once; every plugin output checked byte for byte against the default provider. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include <sys/resource.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include "accel/engine.h"
 #include "accel/gpu_plugin.h"
 
 static const acc_gpu_plugin *pl;
@@ -76,6 +79,25 @@ static void evp_run(int op, int bits, const uint8_t *key, const uint8_t *iv, con
     EVP_CIPHER_CTX_free(x);
 }
 
+/* The project's inline engine (AES-NI / VAES) on this thread. */
+static void eng_run(int op, int bits, const uint8_t *key, const uint8_t *iv, const uint8_t *in, uint8_t *out, size_t len)
+{
+    const acc_engine *e = acc_engine_default();
+    acc_aes_key k;
+    uint8_t v[16];
+    memcpy(v, iv, 16);
+    if (!e->set_key(&k, key, (size_t)bits / 8, op != ACC_GPU_ECB_DEC && op != ACC_GPU_CBC_DEC))
+        exit(2);
+    switch (op) {
+    case ACC_GPU_ECB_ENC: e->ecb_enc(&k, in, out, len / 16); break;
+    case ACC_GPU_ECB_DEC: e->ecb_dec(&k, in, out, len / 16); break;
+    case ACC_GPU_CBC_ENC: e->cbc_enc(&k, in, out, len / 16, v); break;
+    case ACC_GPU_CBC_DEC: e->cbc_dec(&k, in, out, len / 16, v); break;
+    default: e->ctr(&k, in, out, len / 16, v); break;
+    }
+    e->free_key(&k);
+}
+
 /* One op at one size: `streams` jobs of size/streams bytes each in one run call (1 for the
  * block-parallel modes; many for CBC-encrypt, which is serial within a stream). */
 static void one(int op, int bits, size_t size, int streams, int reps, uint8_t *in, uint8_t *out, uint8_t *ref)
@@ -106,28 +128,122 @@ static void one(int op, int bits, size_t size, int streams, int reps, uint8_t *i
             cpu += c1 - c0;
         }
     }
+    double eng_best = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         for (int s = 0; s < streams; s++)
+            eng_run(op, bits, key, iv, in + s * per, ref + s * per, per);
+        double t1 = now_s();
+        for (int s = 0; s < streams; s++)
             evp_run(op, bits, key, iv, in + s * per, ref + s * per, per);
-        double t1 = now_s() - t0;
-        evp_best = t1 < evp_best ? t1 : evp_best;
+        double t2 = now_s();
+        eng_best = t1 - t0 < eng_best ? t1 - t0 : eng_best;
+        evp_best = t2 - t1 < evp_best ? t2 - t1 : evp_best;
     }
     int same = memcmp(out, ref, per * (size_t)streams) == 0;
     g_bad += !same;
     double bytes = (double)per * streams, mhz = cpu_mhz();
     double cpu_per_byte = cpu / reps / bytes;
-    printf("  %-8s AES-%d %4zu MiB%s: plugin %7.2f GB/s | default provider (1 core) %6.2f GB/s | ratio %5.2f"
-           " | CPU %.3f ns/B (~%.2f cycles/B at %.0f MHz) | %s\n",
-           name_of(op), bits, size >> 20, streams > 1 ? " (streams)" : "", bytes / best / 1e9, bytes / evp_best / 1e9,
-           evp_best / best, cpu_per_byte * 1e9, cpu_per_byte * mhz * 1e6, mhz, same ? "identical" : "MISMATCH");
+    printf("  %-8s AES-%d %4zu MiB x%-5d: plugin %6.2f GB/s | default provider %5.2f GB/s (ratio %4.2f)"
+           " | accelaes CPU engine %5.2f GB/s (ratio %4.2f) | plugin CPU %.3f ns/B (~%.2f cycles/B at %.0f MHz) | %s\n",
+           name_of(op), bits, size >> 20, streams, bytes / best / 1e9, bytes / evp_best / 1e9, evp_best / best,
+           bytes / eng_best / 1e9, eng_best / best, cpu_per_byte * 1e9, cpu_per_byte * mhz * 1e6, mhz,
+           same ? "identical" : "MISMATCH");
     free(jobs);
+}
+
+/* ---- several callers at once: T threads, each on its own slot (t mod slots) ---- */
+typedef struct conc_arg {
+    int t, slot, gpu, reps;
+    size_t len;
+    uint8_t key[16], iv[16];
+    uint8_t *in, *out;
+    int rc;
+} conc_arg;
+
+static pthread_barrier_t g_bar;
+
+static void *conc_thread(void *p)
+{
+    conc_arg *a = p;
+    pthread_barrier_wait(&g_bar);
+    for (int r = 0; r < a->reps; r++) {
+        if (a->gpu) {
+            acc_gpu_job j = { ACC_GPU_CTR, 128, a->key, { 0 }, a->in, a->out, a->len, 0 };
+            memcpy(j.iv, a->iv, 16);
+            a->rc |= pl->run(a->slot, &j, 1);
+        } else {
+            eng_run(ACC_GPU_CTR, 128, a->key, a->iv, a->in, a->out, a->len);
+        }
+    }
+    return NULL;
+}
+
+static double conc_round(conc_arg *args, int n, int gpu)
+{
+    pthread_t th[16];
+    pthread_barrier_init(&g_bar, NULL, (unsigned)n + 1);
+    for (int t = 0; t < n; t++) {
+        args[t].gpu = gpu;
+        pthread_create(&th[t], NULL, conc_thread, &args[t]);
+    }
+    pthread_barrier_wait(&g_bar);
+    double t0 = now_s();
+    for (int t = 0; t < n; t++)
+        pthread_join(th[t], NULL);
+    double dt = now_s() - t0;
+    pthread_barrier_destroy(&g_bar);
+    return dt;
+}
+
+static void concurrent(int slots, size_t len)
+{
+    static const int counts[] = { 1, 2, 4, 8 };
+    for (size_t c = 0; c < 4; c++) {
+        int n = counts[c];
+        conc_arg args[16];
+        for (int t = 0; t < n; t++) {
+            conc_arg *a = &args[t];
+            memset(a, 0, sizeof(*a));
+            a->t = t;
+            a->slot = t % slots;
+            a->reps = 3;
+            a->len = len;
+            RAND_bytes(a->key, 16);
+            RAND_bytes(a->iv, 16);
+            a->in = malloc(len);
+            a->out = malloc(len);
+            if (!a->in || !a->out)
+                exit(2);
+            RAND_bytes(a->in, (int)len);
+            memset(a->out, 0, len);
+        }
+        conc_round(args, n, 1);   /* warm-up: first use of each slot */
+        double g = conc_round(args, n, 1);
+        int bad = 0;
+        uint8_t *ref = malloc(len);
+        for (int t = 0; t < n; t++) {
+            eng_run(ACC_GPU_CTR, 128, args[t].key, args[t].iv, args[t].in, ref, len);
+            bad |= args[t].rc != 0 || memcmp(ref, args[t].out, len) != 0;
+        }
+        double e = conc_round(args, n, 0);
+        g_bad += bad;
+        double total = (double)len * 3 * n;
+        printf("  CTR AES-128, %d callers x %zu MiB on %d slots: plugin %6.2f GB/s total | accelaes CPU engine"
+               " on %d threads %6.2f GB/s | %s\n", n, len >> 20, n < slots ? n : slots, total / g / 1e9, n,
+               total / e / 1e9, bad ? "MISMATCH/FAILED" : "identical");
+        for (int t = 0; t < n; t++) {
+            free(args[t].in);
+            free(args[t].out);
+        }
+        free(ref);
+    }
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PLUGIN.so [ops: ctr,ecb,cbcdec,cbcenc] [max MiB]\n", argv[0]);
+        fprintf(stderr, "usage: %s PLUGIN.so [ops: ctr,ecb,cbcdec,cbcenc,conc] [max MiB]\n", argv[0]);
         return 2;
     }
     const char *ops = argc > 2 ? argv[2] : "ctr,ecb,cbcdec,cbcenc";
@@ -171,6 +287,8 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < 3 && mibs[i] <= maxmib; i++)
                 one(all[o].op, bits, mibs[i] << 20, 1, mibs[i] >= 256 ? 3 : mibs[i] >= 16 ? 8 : 30, in, out, ref);
     }
+    if (strstr(ops, "conc"))
+        concurrent(info.slots, (big < (64u << 20) ? big : (64u << 20)));
     if (strstr(ops, "cbcenc"))
         for (int streams = 1024; streams <= 16384; streams *= 4)
             one(ACC_GPU_CBC_ENC, 128, (big < (64u << 20) ? big : (64u << 20)), streams, 3, in, out, ref);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/gpu_bench.sh: the GPU benchmark in one go: kernel-only figures and copy bandwidth
 # (build/bench/gpu_kbench, built here with nvcc), then end to end through the plugin vs the default
-# provider (build/bench/gpu_bench), CTR both ways (keystream + CPU XOR, and staged in/out).
+# provider and the project's CPU engine (build/bench/gpu_bench): CTR both ways (keystream + CPU XOR,
+# and staged in/out), several callers on 2 and 4 slots.
 # Every output is checked against OpenSSL; a mismatch makes the script exit non-zero.
 # usage: bench/gpu_bench.sh [PLUGIN=build/accelaes-cuda.so] [MiB=256]
 set -u
@@ -24,11 +25,9 @@ rc=0
 echo "== kernel-only and copy bandwidth =="
 if [ -x build/bench/gpu_kbench ]; then build/bench/gpu_kbench "$MIB" || rc=1; fi
 echo "== end to end through $PLUGIN (CTR: GPU keystream, CPU XOR) =="
-build/bench/gpu_bench "$PLUGIN" ctr,ecb,cbcdec,cbcenc "$MIB" || rc=1
+build/bench/gpu_bench "$PLUGIN" ctr,ecb,cbcdec,cbcenc,conc "$MIB" || rc=1
 echo "== end to end, CTR staged in and out (ACCELAES_CUDA_CTR=full) =="
 ACCELAES_CUDA_CTR=full build/bench/gpu_bench "$PLUGIN" ctr "$MIB" || rc=1
-for kb in 1024 16384; do
-  echo "== end to end, CTR, chunk ${kb} KiB =="
-  ACCELAES_CUDA_CHUNK_KB=$kb build/bench/gpu_bench "$PLUGIN" ctr "$MIB" || rc=1
-done
+echo "== several callers, 4 slots (ACCELAES_CUDA_SLOTS=4) =="
+ACCELAES_CUDA_SLOTS=4 build/bench/gpu_bench "$PLUGIN" conc "$MIB" || rc=1
 exit $rc

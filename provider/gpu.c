@@ -240,6 +240,9 @@ static size_t calibrate(void)
             }
         }
         warm = 0;
+        if (getenv("ACCELAES_GPU_VERBOSE"))   /* a trace for benchmarks; off by default */
+            fprintf(stderr, "accelaes-gpu: calibration CTR %zu KiB: GPU %.3f ms, CPU engine %.3f ms\n",
+                    sizes[i] >> 10, gpu * 1e3, cpu * 1e3);
         if (gpu < cpu) {
             found = sizes[i];
             break;
@@ -269,6 +272,9 @@ int acc_gpu_wants(const acc_settings *s, int op, size_t len)
     if (!g.calibrated) {
         g.cal_min = calibrate();
         g.calibrated = 1;
+        if (getenv("ACCELAES_GPU_VERBOSE"))
+            fprintf(stderr, "accelaes-gpu: gpu_min calibrated to %s%zu\n", g.cal_min == SIZE_MAX ? "never: " : "",
+                    g.cal_min);
     }
     size_t min = g.cal_min;
     pthread_mutex_unlock(&g.lock);
