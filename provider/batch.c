@@ -2,7 +2,6 @@
  * thread are queued, their jobs paused, and the queue run at once in multi-buffer lanes. */
 #include "provider/batch.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -132,6 +131,17 @@ static int batch_pays(const acc_cipher_ctx *ctx, size_t len)
            && len % ACC_AES_BLOCK == 0 && ctx->key_set;
 }
 
+/* The lanes read the key schedule in place, so it must be in AES-NI's layout, which
+ * intel-ipsec-mb shares (checked byte for byte: its IMB_AES_KEYEXP_* give the same enc[] and,
+ * in decryption order, the same dec[]). Only the AES-NI engine makes that layout; the nested-EVP
+ * engine (no AES-NI, or ACCELAES_FORCE_EVP_ENGINE=1) keeps its keys elsewhere. */
+static int key_fits_lanes(const acc_cipher_ctx *ctx)
+{
+    const acc_engine *ni = acc_engine_aesni();
+
+    return ni != NULL && ctx->eng == ni && ctx->ks.evp == NULL;
+}
+
 /* Run the queue: one CPU unit held while the lanes run, where one is idle. If none is, the
  * batch runs anyway: the calling thread is already the application's crypto thread and
  * inline work never waits for a unit, so the batch is no worse than inline work would be. */
@@ -228,7 +238,7 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
     if (in != out && out < in + len && in < out + len)
         return 0;   /* partial overlap: legal for nobody's lanes, the caller copes */
     job = ASYNC_get_current_job();
-    if (job == NULL || !acc_mb_available())
+    if (job == NULL || !acc_mb_available() || !key_fits_lanes(ctx))
         return 0;
     pthread_once(&fork_once, batch_fork_init);
     if (b->nq == 0 && b->solo_skip > 0) {

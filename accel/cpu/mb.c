@@ -31,9 +31,10 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
 /* ipsec-mb keeps per-lane lengths in 16 bits: a job of 64 KiB or more is rejected
  * ("Invalid cipher message length"), so longer requests run as pieces of at most this. */
 #define MB_PIECE_BLOCKS 4095u
-/* Requests in flight at once. Keeps the per-call state on the stack (nothing allocated
- * per call) and well under the manager's queue of IMB_MAX_JOBS jobs. */
-#define MB_WINDOW 64
+/* Requests in flight at once: twice the widest lanes. Keeps the per-call state on the stack
+ * (nothing allocated per call; about 2 KiB, small enough for an ASYNC job's 32 KiB stack)
+ * and well under the manager's queue of IMB_MAX_JOBS jobs. */
+#define MB_WINDOW 32
 
 /* One manager per thread: a manager is not thread-safe, and making one costs far more
  * than a batch, so it lives as long as the thread (freed by the key's destructor). */
