@@ -226,3 +226,37 @@ def test_batching_and_fork(require_provider, tmp_path):
     assert max(int(r["njobs"]) for r in parent) > 1, f"no run call combined queued requests: {runs}"
     assert any(int(r["pid"]) == got["child"] for r in runs), "the forked child never reached the GPU plugin"
     assert warn_lines(err) == [], err
+
+
+# A process that used the GPU forks: the child must not touch the parent's device state. With the
+# fake plugin it sets the plugin up again; with CUDA (which does not survive fork) it uses the CPU.
+FORK = r"""
+import os
+lc = evp.LibCtx(["default", "accelaes"], modules_dir=os.environ["OPENSSL_MODULES"])
+a, r = lc.fetch("AES-256-CTR", "accelaes"), lc.fetch("AES-256-CTR", "default")
+def once(n):
+    key, iv, data = os.urandom(32), os.urandom(16), os.urandom(n)
+    t, x = evp.CipherCtx(a, key, iv, 1, padding=False), evp.CipherCtx(r, key, iv, 1, padding=False)
+    return t.update(data) == x.update(data)
+ok = once(3 << 20)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if once(3 << 20) and once(5000) else 1)
+st = os.waitpid(pid, 0)[1]
+emit({"parent_ok": ok and once(3 << 20), "child_ok": st == 0})
+"""
+
+
+def test_fork_after_gpu_use(plugin):
+    rc, res, err, stat = run_child(FORK, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "4096",
+                                         "ACCELAES_GPU_PLUGIN": plugin}, timeout=120)
+    assert rc == 0, err
+    got = {k: v for r in res for k, v in r.items()}
+    assert got.get("parent_ok") and got.get("child_ok"), (res, err)
+    lines = warn_lines(err)
+    if os.path.basename(plugin) == "accelaes-cuda.so":
+        assert len(lines) <= 1 and all("fork" in ln for ln in lines), err
+    else:
+        assert lines == [], err
+    if stat is not None:
+        assert stat["gpu_bytes"] >= 2 * (3 << 20), stat

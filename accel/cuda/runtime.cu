@@ -234,15 +234,15 @@ static int cu_init(acc_gpu_info *info, char *err, size_t errlen)
         int forked = acc_cu.pid != 0 && acc_cu.ready;
         forget_all();
         acc_cu.pid = me;
-        if (init_device() == 0) {
+        if (forked) {
+            /* CUDA does not support a child of a process that initialised it: its calls may fail
+             * or hang. Refuse at once, without a CUDA call (the provider uses the CPU here). */
+            snprintf(acc_cu.why, sizeof(acc_cu.why), "CUDA was initialised before fork(): not usable in this child");
+        } else if (init_device() == 0) {
             acc_cu.ready = 1;
         } else {
-            if (forked)
-                snprintf(acc_cu.why, sizeof(acc_cu.why), "%.190s (in a child forked after CUDA was initialised)", t_err);
-            else
-                snprintf(acc_cu.why, sizeof(acc_cu.why), "%.250s", t_err);
-            if (!forked)
-                release_all();
+            snprintf(acc_cu.why, sizeof(acc_cu.why), "%.250s", t_err);
+            release_all();
             cudaGetLastError();
         }
     }
