@@ -57,6 +57,21 @@ static void mgr_key_init(void)
     mgr_key_ok = pthread_key_create(&mgr_key, mgr_free) == 0;
 }
 
+/* On unload (dlclose of the provider) the key's destructor would point into unmapped code
+ * for every thread that exits later: delete the key, so those threads' managers are merely
+ * left behind, and free this thread's own. */
+__attribute__((destructor)) static void mgr_unload(void)
+{
+    if (mgr_key_ok) {
+        pthread_key_delete(mgr_key);
+        mgr_key_ok = 0;
+    }
+    if (tl_mgr != NULL) {
+        free_mb_mgr(tl_mgr);
+        tl_mgr = NULL;
+    }
+}
+
 static IMB_MGR *mgr_get(void)
 {
     IMB_MGR *m = tl_mgr;
