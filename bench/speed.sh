@@ -32,10 +32,11 @@ fi
 raw=$(mktemp) || exit 1
 trap 'rm -f "$raw"' EXIT INT TERM
 
-# run_one SIDE PROVIDER CIPHER DIR SIZESET: appends "cipher:dir side size bytes_per_s" lines to $raw.
+# run_one SIDE PROVIDER CIPHER DIR SIZESET: appends "N|cipher:dir side size bytes_per_s" lines to $raw
+# (N: the test's place in TESTS, so the table keeps that order).
 # -provider must precede -evp: otherwise speed fetches the cipher before loading it and measures default.
 run_one() {
-    side=$1 p=$2 c=$3 d=$4 set=$5
+    side=$1 p=$2 c=$3 d=$4 set=$5 n=$6
     # -elapsed: wall-clock divisor. The default (user CPU time of all threads) would undercount work spread over
     # pool threads and overcount time spent waiting on a device.
     set -- -mr -elapsed -seconds "$SECS" -provider "$p"
@@ -47,7 +48,7 @@ run_one() {
         echo "$res" | tail -3 >&2
         return 1
     fi
-    echo "$res" | awk -F: -v key="$c:$d" -v side="$side" '
+    echo "$res" | awk -F: -v key="$n|$c:$d" -v side="$side" '
         /^\+H:/ { n = NF - 1; for (i = 2; i <= NF; i++) sz[i - 1] = $i }
         /^\+F:/ { for (i = 4; i <= NF; i++) if (i - 3 <= n) print key, side, sz[i - 3], $i }' >>"$raw"
 }
@@ -57,16 +58,17 @@ fail=0
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     echo "speed.sh: round $r of $ROUNDS" >&2
+    i=0
     for t in $TESTS; do
-        c=${t%%:*} d=${t#*:}
+        c=${t%%:*} d=${t#*:} i=$((i + 1))
         for s in $SIZESETS; do
             # Alternate which side goes first, so a slow spell of the machine hits both alike.
             if [ $((r % 2)) -eq 1 ]; then
-                run_one default default "$c" "$d" "$s" || fail=1
-                run_one accel "$PROV" "$c" "$d" "$s" || fail=1
+                run_one default default "$c" "$d" "$s" "$i" || fail=1
+                run_one accel "$PROV" "$c" "$d" "$s" "$i" || fail=1
             else
-                run_one accel "$PROV" "$c" "$d" "$s" || fail=1
-                run_one default default "$c" "$d" "$s" || fail=1
+                run_one accel "$PROV" "$c" "$d" "$s" "$i" || fail=1
+                run_one default default "$c" "$d" "$s" "$i" || fail=1
             fi
         done
     done
@@ -79,7 +81,7 @@ machine="machine: ${model:-unknown cpu}, $(nproc) CPUs, $("$OPENSSL" version)"
 cmd="command: OPENSSL_MODULES=build openssl speed -mr -elapsed -seconds $SECS -provider {default|$PROV} [-bytes 1048576] -evp CIPHER [-decrypt]; $ROUNDS alternated rounds, median"
 
 # Median per (test, size, side), then one row per (test, size).
-table=$(sort -k1,1 -k3,3n -k2,2 -k4,4g "$raw" | awk -v prov="$PROV" '
+table=$(sort -k1,1n -k3,3n -k2,2 -k4,4g "$raw" | awk -v prov="$PROV" '
     function flush() {
         if (cnt == 0) return
         med = (cnt % 2) ? v[(cnt + 1) / 2] : (v[cnt / 2] + v[cnt / 2 + 1]) / 2
@@ -93,7 +95,7 @@ table=$(sort -k1,1 -k3,3n -k2,2 -k4,4g "$raw" | awk -v prov="$PROV" '
         printf "| cipher | op | size (B) | default MB/s | %s MB/s | ratio |\n", prov
         printf "| --- | --- | ---: | ---: | ---: | ---: |\n"
         for (i = 1; i <= no; i++) {
-            split(order[i], ks, SUBSEP); split(ks[1], co, ":")
+            split(order[i], ks, SUBSEP); split(ks[1], tk, "|"); split(tk[2], co, ":")
             d = m[order[i] SUBSEP "default"]; a = m[order[i] SUBSEP "accel"]
             ratio = (d > 0 && a != "") ? sprintf("%.2f", a / d) : "n/a"
             printf "| %s | %s | %d | %.1f | %s | %s |\n", co[1], (co[2] == "dec" ? "decrypt" : "encrypt"),
