@@ -1,7 +1,7 @@
 /* bench/engine_bench.c: the inline AES engine against OpenSSL's default provider, per mode, key
  * size and buffer size, as `openssl speed -evp` measures (one reused context, in place).
  * Build: gcc -O2 -I. -pthread -o build/engine_bench bench/engine_bench.c accel/cpu/aesni.c accel/cpu/evp_engine.c accel/cpu/engine_select.c -lcrypto
- * Run:   build/engine_bench [ms-per-measurement (default 20)] [aesni|evp]
+ * Run:   build/engine_bench [ms-per-measurement (default 20)] [aesni|evp] [mode: ecb-enc ... ctr]
  *        ACCELAES_NO_VAES=1 measures the xmm code instead of VAES. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +105,11 @@ int main(int argc, char **argv)
 {
     double ms = argc > 1 ? atof(argv[1]) : 20;
     const acc_engine *e = (argc > 2 && strcmp(argv[2], "evp") == 0) ? acc_engine_evp() : acc_engine_aesni();
+    const char *only = argc > 3 ? argv[3] : NULL;
     uint8_t *buf = aligned_alloc(64, 1 << 20);
 
     if (e == NULL || buf == NULL || ms <= 0) {
-        fprintf(stderr, "usage: %s [ms] [aesni|evp] (no AES-NI engine on this CPU?)\n", argv[0]);
+        fprintf(stderr, "usage: %s [ms] [aesni|evp] [mode] (no AES-NI engine on this CPU?)\n", argv[0]);
         return 1;
     }
     RAND_bytes(buf, 1 << 20);
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
            ROUNDS, ms);
     printf("%-8s %4s %8s %9s %9s %7s\n", "mode", "key", "bytes", "engine", "openssl", "ratio");
     for (int mode = 0; mode < NMODES; mode++)
-        for (int keybits = 128; keybits <= 256; keybits += 64)
+        for (int keybits = 128; keybits <= 256 && !(only && strcmp(only, mode_name[mode])); keybits += 64)
             for (size_t s = 0; s < NSIZES; s++) {
                 job j;
                 double a[ROUNDS], b[ROUNDS], r[ROUNDS];

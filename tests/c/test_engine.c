@@ -210,8 +210,10 @@ static void compare_one(const acc_engine *e, int mode, int keybits, size_t n, in
 
     rnd_bytes(key, sizeof(key));
     rnd_bytes(iv0, 16);
-    if (mode == CTR && rnd() % 4 == 0)           /* now and then a counter about to carry */
-        memset(iv0 + 8 + rnd() % 8, 0xff, 8);
+    if (mode == CTR && rnd() % 4 == 0) {         /* now and then a counter about to carry */
+        size_t from = 8 + rnd() % 8;
+        memset(iv0 + from, 0xff, 16 - from);
+    }
     rnd_bytes(in, 16 * n);
     memset(&k, 0, sizeof(k));
     if (!reference(mode, key, keybits, iv0, in, ref, n) || !e->set_key(&k, key, (size_t)keybits / 8, enc_only)) {
