@@ -98,7 +98,7 @@ static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out,
         acc_ctr_add(c->iv, j.nblocks);
     else if (op == ACC_GPU_CBC_DEC)
         memcpy(c->iv, in + len - 16, 16);
-    took = acc_pool_run(split_piece, &j, npieces, (int)helpers);
+    took = acc_pool_run_bytes(split_piece, &j, npieces, (int)helpers, (uint64_t)j.piece_blocks * 16);
     acc_sched_count(took > 0 ? ACC_PATH_SPLIT : ACC_PATH_INLINE, len, 1);
     return 1;
 }
