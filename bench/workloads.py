@@ -76,7 +76,8 @@ def directory_workload(provider, counts=(10, 100), runs=20, threads=None, workdi
                 med = median(ts)
                 results.append({
                     "files": count, "bytes": sum(sizes), "program": name, "threads": threads,
-                    "cmd": " ".join(a.format(key="KEY.hex", src=f"in{count}", dst="out") for a in tmpl),
+                    "cmd": " ".join(a.format(key="KEY.hex", src=f"in{count}", dst="out")
+                                    for a in tmpl).replace(str(BUILD), "build"),
                     "times_s": ts, "median_s": med,
                     "mb_per_s": sum(sizes) / med / 1e6 if med else None,
                     "over_2x_median": sum(1 for t in ts if med and t > 2 * med),
