@@ -93,39 +93,61 @@ static void test_cover(void)
 }
 
 /* ---- helpers really take part, hold units, and the units are credited ---- */
-static void slow_piece(void *arg, size_t i)
+
+/* The caller's first piece waits until a pool thread has run a piece (5 s guard: a hang
+ * guard, not a timing claim), so a pool whose helpers never come fails deterministically. */
+static int helper_pieces;
+static int32_t rendezvous_caller;
+
+static void rendezvous_piece(void *arg, size_t i)
 {
     cover_piece(arg, i);
+    if (acc_sched_tid() != rendezvous_caller) {
+        __atomic_fetch_add(&helper_pieces, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
     uint64_t t0 = acc_now_ns();
-    while (acc_now_ns() - t0 < 200000)      /* ~200 us, like a 256 KiB chunk */
-        acc_cpu_relax();
+    while (__atomic_load_n(&helper_pieces, __ATOMIC_SEQ_CST) == 0 && acc_now_ns() - t0 < 5000000000u)
+        sched_yield();
+}
+
+/* Returns the number of runs (of 3) in which a helper took part. */
+static int rendezvous_runs(uint64_t piece_bytes)
+{
+    int hits[16], ok = 0;
+    cover c = { hits, 16, NULL };
+    rendezvous_caller = acc_sched_tid();
+    for (int rep = 0; rep < 3; rep++) {
+        memset(hits, 0, sizeof(hits));
+        helper_pieces = 0;
+        int joined = acc_pool_run_bytes(rendezvous_piece, &c, 16, acc_sched_cpu_units() - 1, piece_bytes);
+        int bad = 0;
+        for (int i = 0; i < 16; i++)
+            bad += hits[i] != 1;
+        ok += joined >= 1 && helper_pieces >= 1 && bad == 0;
+    }
+    return ok;
 }
 
 static void test_participation(void)
 {
     int units = acc_sched_cpu_units();
     acc_shm_table *t = acc_sched_table();
+    if (units < 2) {
+        printf("skip: participation needs 2 CPU units, have %d\n", units);
+        return;
+    }
     uint64_t before = 0, after = 0;
     for (uint32_t i = 0; i < acc_shm_nunits(t); i++)
         if (t->units[i].kind == ACC_UNIT_CPU)
             before += t->units[i].bytes;
-    int hits[64] = { 0 }, joined = 0;
-    cover c = { hits, 64, NULL };
-    for (int rep = 0; rep < 5; rep++) {
-        memset(hits, 0, sizeof(hits));
-        joined += acc_pool_run_bytes(slow_piece, &c, 16, units - 1, 1000);
-    }
+    int ok = rendezvous_runs(1000);
     for (uint32_t i = 0; i < acc_shm_nunits(t); i++)
         if (t->units[i].kind == ACC_UNIT_CPU)
             after += t->units[i].bytes;
-    if (units >= 2) {
-        /* Not a timing claim: over five 3 ms requests some helper must have woken. */
-        CHECK(joined >= 1, "no helper ever took part (%d units)", units);
-        CHECK(after - before == 5 * 16 * 1000, "units credited %llu bytes, expected %d",
-              (unsigned long long)(after - before), 5 * 16 * 1000);
-    } else {
-        printf("skip: participation needs 2 CPU units, have %d\n", units);
-    }
+    CHECK(ok == 3, "a helper took part in only %d of 3 runs (%d units)", ok, units);
+    CHECK(after - before == 3 * 16 * 1000, "units credited %llu bytes, expected %d",
+          (unsigned long long)(after - before), 3 * 16 * 1000);
     CHECK(unheld_pieces == 0, "%d pieces ran on a pool thread without a unit", unheld_pieces);
     int busy = 0;
     for (uint32_t i = 0; i < acc_shm_nunits(t); i++)
@@ -184,6 +206,9 @@ static void test_after_fork(void)
         caller_tids[0] = acc_sched_tid();
         int ret, bad = run_cover(5000, 8, &ret, NULL);
         bad += run_cover(5000, 8, &ret, NULL);
+        /* Helpers are new threads in the child: they must really come. */
+        if (acc_sched_cpu_units() >= 2 && rendezvous_runs(0) != 3)
+            bad++;
         _exit(bad == 0 && unheld_pieces == 0 ? 0 : 1);
     }
     int st = 0;
