@@ -193,6 +193,38 @@ static int drive(jobslot *js, int n)
     return bad == 0;
 }
 
+/* n streams of one update of len bytes, each with a job slot and a wait context. */
+static int jobs_open(stream *ss, jobslot *js, int n, size_t len)
+{
+    int ok = 1;
+
+    memset(js, 0, (size_t)n * sizeof(*js));
+    for (int i = 0; i < n; i++) {
+        ok = stream_init(&ss[i], 1, len) && (js[i].wctx = ASYNC_WAIT_CTX_new()) != NULL && ok;
+        js[i].s = &ss[i];
+        js[i].live = 1;
+    }
+    return ok;
+}
+
+/* Resume what is still paused (bounded: a job waiting for ever fails, never hangs), free.
+ * Returns 1 when every job finished. */
+static int jobs_close(stream *ss, jobslot *js, int n)
+{
+    int ok = 1;
+
+    for (int k = 0; k < 1000; k++)
+        for (int i = 0; i < n; i++)
+            if (js[i].live)
+                start_or_resume(&js[i]);
+    for (int i = 0; i < n; i++) {
+        ok &= !js[i].live;
+        ASYNC_WAIT_CTX_free(js[i].wctx);
+        stream_free(&ss[i]);
+    }
+    return ok;
+}
+
 /* Random mixes of key sizes, lengths and in-place use across n concurrent jobs. */
 static void test_jobs(int n, int nupd, size_t fixed_len, const char *label)
 {
@@ -281,17 +313,15 @@ static void test_refusals(void)
 /* The wait context gets exactly one fd, and it is readable (the job is ready to resume). */
 static void test_wait_fd(void)
 {
-    stream s, *sp = &s;
-    jobslot j = { 0 };
+    stream s;
+    jobslot j;
     OSSL_ASYNC_FD fds[4];
     size_t nfds = 0;
 
-    if (!stream_init(&s, 1, 4096) || (j.wctx = ASYNC_WAIT_CTX_new()) == NULL) {
+    if (!jobs_open(&s, &j, 1, 4096)) {
         check(0, "set-up");
         return;
     }
-    j.s = sp;
-    j.live = 1;
     check(start_or_resume(&j) == 1, "a lone job pauses once in the batch");
     check(ASYNC_WAIT_CTX_get_all_fds(j.wctx, NULL, &nfds) && nfds == 1, "one wait fd per context");
     if (nfds == 1 && ASYNC_WAIT_CTX_get_all_fds(j.wctx, fds, &nfds)) {
@@ -301,8 +331,7 @@ static void test_wait_fd(void)
     }
     check(start_or_resume(&j) == 0, "resumed with no companion: flushed at once, finished");
     check(stream_ok(&s), "lone job's stream equals OpenSSL's");
-    ASYNC_WAIT_CTX_free(j.wctx);
-    stream_free(&s);
+    jobs_close(&s, &j, 1);
 }
 
 /* A partial batch closed by the timeout: job A queues and pauses; job B comes after more
@@ -310,100 +339,64 @@ static void test_wait_fd(void)
  * delay, B pauses to wait for more companions. */
 static void test_timeout(int delay_us)
 {
-    stream a, b, *ap = &a, *bp = &b;
-    jobslot ja = { 0 }, jb = { 0 };
+    stream ss[2];
+    jobslot js[2];
     char what[128];
-    int rb;
+    int rb, ok;
     uint64_t t0, waited;
 
-    if (!stream_init(&a, 1, 2048) || !stream_init(&b, 1, 2048)) {
+    if (!jobs_open(ss, js, 2, 2048)) {
         check(0, "set-up");
         return;
     }
-    ja.wctx = ASYNC_WAIT_CTX_new();
-    jb.wctx = ASYNC_WAIT_CTX_new();
-    ja.s = ap;
-    jb.s = bp;
-    b.sleep_us_before = delay_us;
-    ja.live = jb.live = 1;
-    check(start_or_resume(&ja) == 1, "job A pauses in the batch");
+    ss[1].sleep_us_before = delay_us;
+    check(start_or_resume(&js[0]) == 1, "job A pauses in the batch");
     t0 = now_ns();
-    rb = start_or_resume(&jb);
+    rb = start_or_resume(&js[1]);
     waited = now_ns() - t0;
     snprintf(what, sizeof(what), "delay %d us: job B %s", delay_us,
              delay_us > 0 ? "finds A timed out and runs the pair without pausing" : "pauses to wait for companions");
     /* Without the delay, B may still find A timed out if this busy machine stalled us for
      * longer than the timeout: then, and only then, not pausing is right too. */
     check(delay_us > 0 ? rb == 0 : (rb == 1 || waited >= ACC_BATCH_TIMEOUT_NS), what);
-    for (int k = 0; (ja.live || jb.live) && k < 1000; k++) {
-        if (ja.live)
-            start_or_resume(&ja);
-        if (jb.live)
-            start_or_resume(&jb);
-    }
-    check(!ja.live && !jb.live && stream_ok(&a) && stream_ok(&b), "timeout pair: both streams equal OpenSSL's");
-    check(a.batched == 1 && b.batched == 1, "timeout pair: both went through the batch");
-    ASYNC_WAIT_CTX_free(ja.wctx);
-    ASYNC_WAIT_CTX_free(jb.wctx);
-    stream_free(&a);
-    stream_free(&b);
+    for (int k = 0; k < 1000 && (js[0].live || js[1].live); k++)
+        for (int i = 0; i < 2; i++)
+            if (js[i].live)
+                start_or_resume(&js[i]);
+    ok = stream_ok(&ss[0]) && stream_ok(&ss[1]) && ss[0].batched == 1 && ss[1].batched == 1;
+    check(jobs_close(ss, js, 2) && ok, "timeout pair: both went through the batch and equal OpenSSL's");
 }
 
 /* The timeout also closes a batch from a resumed job: A and B queue and pause; A is resumed
  * only after more than the timeout, and although B joined since A paused (so the
- * no-companion rule does not apply), A runs the batch and finishes. */
+ * no-companion rule does not apply), A has the batch run and finishes. */
 static void test_timeout_resume(void)
 {
-    stream a, b;
-    jobslot ja = { 0 }, jb = { 0 };
-    int ra, rb, tries = 0;
+    stream ss[2];
+    jobslot js[2];
+    int ra, rb, ok, tries = 0;
 
     /* The set-up needs B to join before A times out; a stalled run is retried. */
-    do {
-        if (tries > 0) {
-            for (int k = 0; (ja.live || jb.live) && k < 1000; k++) {
-                if (ja.live)
-                    start_or_resume(&ja);
-                if (jb.live)
-                    start_or_resume(&jb);
-            }
-            ASYNC_WAIT_CTX_free(ja.wctx);
-            ASYNC_WAIT_CTX_free(jb.wctx);
-            stream_free(&a);
-            stream_free(&b);
-        }
-        memset(&ja, 0, sizeof(ja));
-        memset(&jb, 0, sizeof(jb));
-        if (!stream_init(&a, 1, 2048) || !stream_init(&b, 1, 2048)) {
+    for (;;) {
+        if (!jobs_open(ss, js, 2, 2048)) {
             check(0, "set-up");
             return;
         }
-        ja.wctx = ASYNC_WAIT_CTX_new();
-        jb.wctx = ASYNC_WAIT_CTX_new();
-        ja.s = &a;
-        jb.s = &b;
-        ja.live = jb.live = 1;
-        ra = start_or_resume(&ja);
-        rb = start_or_resume(&jb);
-    } while (ra == 1 && rb == 0 && ++tries < 5);
+        ra = start_or_resume(&js[0]);
+        rb = start_or_resume(&js[1]);
+        if (!(ra == 1 && rb == 0) || ++tries >= 5)
+            break;
+        jobs_close(ss, js, 2);
+    }
     check(ra == 1, "job A pauses in the batch");
     if (rb != 1)
         printf("note: resume-timeout case not reached in 5 tries (B always found A timed out)\n");
     usleep(200);
-    ra = start_or_resume(&ja);
-    check(ra == 0, "A resumed after the timeout has its request done and finishes");
-    for (int k = 0; (ja.live || jb.live) && k < 1000; k++) {
-        if (ja.live)
-            start_or_resume(&ja);
-        if (jb.live)
-            start_or_resume(&jb);
-    }
-    check(!ja.live && !jb.live && stream_ok(&a) && stream_ok(&b) && a.batched == 1 && b.batched == 1,
-          "resume timeout: both streams batched and equal OpenSSL's");
-    ASYNC_WAIT_CTX_free(ja.wctx);
-    ASYNC_WAIT_CTX_free(jb.wctx);
-    stream_free(&a);
-    stream_free(&b);
+    check(start_or_resume(&js[0]) == 0, "A resumed after the timeout has its request done and finishes");
+    for (int k = 0; k < 1000 && js[1].live; k++)
+        start_or_resume(&js[1]);
+    ok = stream_ok(&ss[0]) && stream_ok(&ss[1]) && ss[0].batched == 1 && ss[1].batched == 1;
+    check(jobs_close(ss, js, 2) && ok, "resume timeout: both streams batched and equal OpenSSL's");
 }
 
 /* With pausing blocked, a request still completes (flushed at once) and nothing hangs. */
@@ -450,34 +443,18 @@ static void test_fork(void)
     /* All N must still be queued at the fork: if starting them took longer than the batch
      * timeout (a stalled, busy machine), the queue may have run already; then start over. */
     for (;;) {
-        memset(js, 0, sizeof(js));
-        ok = 1;
-        for (int i = 0; i < N; i++) {
-            ok = ok && stream_init(&ss[i], 1, 4096) && (js[i].wctx = ASYNC_WAIT_CTX_new()) != NULL;
-            js[i].s = &ss[i];
-            js[i].live = 1;
-        }
+        ok = jobs_open(ss, js, N, 4096);
         t0 = now_ns();
         for (int i = 0; ok && i < N; i++)
             ok = start_or_resume(&js[i]) == 1;     /* all N queued and paused */
         took = now_ns() - t0;
         if (took < ACC_BATCH_TIMEOUT_NS || ++tries >= 5)
             break;
-        for (int i = 0; i < N; i++) {
-            for (int k = 0; js[i].live && k < 1000; k++)
-                start_or_resume(&js[i]);
-            ASYNC_WAIT_CTX_free(js[i].wctx);
-            stream_free(&ss[i]);
-        }
+        jobs_close(ss, js, N);
     }
     if (took >= ACC_BATCH_TIMEOUT_NS) {
         printf("skipped fork test: starting %d jobs always took longer than the batch timeout\n", N);
-        for (int i = 0; i < N; i++) {
-            for (int k = 0; js[i].live && k < 1000; k++)
-                start_or_resume(&js[i]);
-            ASYNC_WAIT_CTX_free(js[i].wctx);
-            stream_free(&ss[i]);
-        }
+        jobs_close(ss, js, N);
         return;
     }
     check(ok, "fork: N jobs queued and paused");
@@ -501,18 +478,14 @@ static void test_fork(void)
     if (pid > 0)
         check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "fork: in the child every queued request ran inline, untouched by the batch, and is right");
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; js[i].live && k < 1000; k++)
-            ok &= start_or_resume(&js[i]) >= 0;
-        ok &= !js[i].live;
-    }
+    for (int k = 0; k < 1000; k++)
+        for (int i = 0; i < N; i++)
+            if (js[i].live)
+                ok &= start_or_resume(&js[i]) >= 0;
     for (int i = 0; i < N; i++)
-        ok &= stream_ok(&ss[i]) && ss[i].batched == 1;
+        ok &= !js[i].live && stream_ok(&ss[i]) && ss[i].batched == 1;
     check(ok, "fork: in the parent the queued batch ran and every stream is right");
-    for (int i = 0; i < N; i++) {
-        ASYNC_WAIT_CTX_free(js[i].wctx);
-        stream_free(&ss[i]);
-    }
+    jobs_close(ss, js, N);
 }
 
 /* Each scenario runs on a thread of its own: the batch state (learned batch size, lone-job
