@@ -2,25 +2,32 @@
  * private library context that holds OpenSSL's default provider (never this provider). */
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/provider.h>
 #include "accel/engine.h"
 
 /* Engine functions take a const key and may run on several threads at once (split requests),
- * but an EVP_CIPHER_CTX is not thread-safe. So a key holds a few slots of contexts, each behind
- * its own lock: slot 0 is made at set_key (so no block function ever has to allocate), the
- * others lazily, the first time a second thread finds every made slot busy. */
+ * but an EVP_CIPHER_CTX is not thread-safe. So a key holds a few slots of contexts, each taken
+ * by one thread at a time: slot 0 is made at set_key (so no block function ever has to
+ * allocate), the others lazily, the first time a thread finds every made slot busy.
+ * Each mode has its own native context (OpenSSL's CBC-decrypt and CTR are faster than ECB plus
+ * XOR around it, notably with vpaes on CPUs without AES-NI, where this engine is used). */
 #define EVP_SLOTS 4
-/* Blocks per nested call for CTR and CBC-decrypt, which are built on ECB through a stack buffer. */
-#define EVP_CHUNK 64
 /* EVP lengths are int; stay far below INT_MAX. */
 #define EVP_MAX_BYTES (1u << 30)
 
+enum { C_ECB_ENC, C_ECB_DEC, C_CBC_ENC, C_CBC_DEC, C_CTR, C_N };
+
 typedef struct evp_slot {
-    pthread_mutex_t lock;
-    EVP_CIPHER_CTX *ecb_enc, *ecb_dec, *cbc_enc;
-    int ready;
+    int busy;                     /* taken by a thread (atomic) */
+    int ready;                    /* contexts made */
+    EVP_CIPHER_CTX *c[C_N];
+    /* The IV each context continues with, so a chained call skips re-initialising it. */
+    uint8_t next_iv[C_N][16];
+    int have_iv[C_N];
 } evp_slot;
 
 typedef struct evp_keyset {
@@ -35,23 +42,23 @@ typedef struct evp_keyset {
  * as the process).
  * ------------------------------------------------------------------------------------------ */
 
-static EVP_CIPHER *g_ecb[3], *g_cbc[3];
+static EVP_CIPHER *g_ciph[3][3];  /* [ECB, CBC, CTR][128, 192, 256] */
 static int g_ready;
 
 static void evp_lib_init(void)
 {
-    static const char *const ecb[3] = { "AES-128-ECB", "AES-192-ECB", "AES-256-ECB" };
-    static const char *const cbc[3] = { "AES-128-CBC", "AES-192-CBC", "AES-256-CBC" };
+    static const char *const mode[3] = { "ECB", "CBC", "CTR" };
     OSSL_LIB_CTX *lib = OSSL_LIB_CTX_new();
+    char name[32];
 
     if (lib == NULL || OSSL_PROVIDER_load(lib, "default") == NULL)
         return;
-    for (int i = 0; i < 3; i++) {
-        g_ecb[i] = EVP_CIPHER_fetch(lib, ecb[i], "provider=default");
-        g_cbc[i] = EVP_CIPHER_fetch(lib, cbc[i], "provider=default");
-        if (g_ecb[i] == NULL || g_cbc[i] == NULL)
-            return;
-    }
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof(name), "AES-%d-%s", 128 + 64 * i, mode[m]);
+            if ((g_ciph[m][i] = EVP_CIPHER_fetch(lib, name, "provider=default")) == NULL)
+                return;
+        }
     g_ready = 1;
 }
 
@@ -66,12 +73,18 @@ static int evp_lib_ready(void)
  * Slots
  * ------------------------------------------------------------------------------------------ */
 
-static EVP_CIPHER_CTX *ctx_make(const EVP_CIPHER *c, const evp_keyset *ks, int enc)
+static EVP_CIPHER_CTX *ctx_make(const evp_keyset *ks, int which)
 {
-    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
-    if (x == NULL)
+    static const int mode[C_N] = { 0, 0, 1, 1, 2 };
+    int enc = which != C_ECB_DEC && which != C_CBC_DEC;
+    EVP_CIPHER_CTX *x;
+
+    if (!enc && !ks->has_dec)
         return NULL;
-    if (!EVP_CipherInit_ex2(x, c, ks->key, NULL, enc, NULL) || !EVP_CIPHER_CTX_set_padding(x, 0)) {
+    if ((x = EVP_CIPHER_CTX_new()) == NULL)
+        return NULL;
+    if (!EVP_CipherInit_ex2(x, g_ciph[mode[which]][ks->keylen / 8 - 2], ks->key, NULL, enc, NULL)
+        || !EVP_CIPHER_CTX_set_padding(x, 0)) {
         EVP_CIPHER_CTX_free(x);
         return NULL;
     }
@@ -80,65 +93,57 @@ static EVP_CIPHER_CTX *ctx_make(const EVP_CIPHER *c, const evp_keyset *ks, int e
 
 static void slot_clear(evp_slot *s)
 {
-    EVP_CIPHER_CTX_free(s->ecb_enc);
-    EVP_CIPHER_CTX_free(s->ecb_dec);
-    EVP_CIPHER_CTX_free(s->cbc_enc);
-    s->ecb_enc = s->ecb_dec = s->cbc_enc = NULL;
+    for (int i = 0; i < C_N; i++) {
+        EVP_CIPHER_CTX_free(s->c[i]);
+        s->c[i] = NULL;
+        s->have_iv[i] = 0;
+    }
     s->ready = 0;
 }
 
 /* Make a slot's contexts from the raw key; all or nothing. */
 static int slot_fill(const evp_keyset *ks, evp_slot *s)
 {
-    int i = (int)ks->keylen / 8 - 2;            /* 16, 24, 32 -> 0, 1, 2 */
-    s->ecb_enc = ctx_make(g_ecb[i], ks, 1);
-    s->cbc_enc = ctx_make(g_cbc[i], ks, 1);
-    s->ecb_dec = ks->has_dec ? ctx_make(g_ecb[i], ks, 0) : NULL;
-    s->ready = s->ecb_enc != NULL && s->cbc_enc != NULL && (s->ecb_dec != NULL || !ks->has_dec);
+    s->ready = 1;
+    for (int i = 0; i < C_N; i++) {
+        s->c[i] = ctx_make(ks, i);
+        if (s->c[i] == NULL && (ks->has_dec || (i != C_ECB_DEC && i != C_CBC_DEC)))
+            s->ready = 0;
+    }
     if (!s->ready)
         slot_clear(s);
     return s->ready;
 }
 
-/* A free slot if there is one (making it if needed); otherwise wait for slot 0, which is always
- * ready, so this never fails. */
+/* A free slot (made if need be). An atomic flag rather than a mutex: this is on the path of
+ * every call, mostly uncontended; when all slots are busy the thread yields and tries again
+ * (the scheduler keeps crypto threads to the number of units, so this is rare). */
 static evp_slot *slot_take(evp_keyset *ks)
 {
-    for (int i = 0; i < EVP_SLOTS; i++) {
-        evp_slot *s = &ks->slot[i];
-        if (pthread_mutex_trylock(&s->lock) != 0)
-            continue;
-        if (s->ready || slot_fill(ks, s))
-            return s;
-        pthread_mutex_unlock(&s->lock);
+    for (;;) {
+        for (int i = 0; i < EVP_SLOTS; i++) {
+            evp_slot *s = &ks->slot[i];
+            if (__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE))
+                continue;
+            if (s->ready || slot_fill(ks, s))
+                return s;
+            __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+        }
+        sched_yield();
     }
-    pthread_mutex_lock(&ks->slot[0].lock);
-    return &ks->slot[0];
 }
 
 static void slot_give(evp_slot *s)
 {
-    pthread_mutex_unlock(&s->lock);
-}
-
-static evp_keyset *keyset_new(void)
-{
-    evp_keyset *ks = OPENSSL_zalloc(sizeof(*ks));
-    if (ks == NULL)
-        return NULL;
-    for (int i = 0; i < EVP_SLOTS; i++)
-        pthread_mutex_init(&ks->slot[i].lock, NULL);
-    return ks;
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
 static void keyset_free(evp_keyset *ks)
 {
     if (ks == NULL)
         return;
-    for (int i = 0; i < EVP_SLOTS; i++) {
+    for (int i = 0; i < EVP_SLOTS; i++)
         slot_clear(&ks->slot[i]);
-        pthread_mutex_destroy(&ks->slot[i].lock);
-    }
     OPENSSL_clear_free(ks, sizeof(*ks));
 }
 
@@ -146,102 +151,79 @@ static void keyset_free(evp_keyset *ks)
  * Block functions
  * ------------------------------------------------------------------------------------------ */
 
-/* One nested update over whole blocks. On failure the output is wiped rather than left holding
- * plaintext (in place) or stale data: the engine interface has no error return. */
-static void evp_run(EVP_CIPHER_CTX *c, const uint8_t *in, uint8_t *out, size_t len)
+static int evp_update(EVP_CIPHER_CTX *c, const uint8_t *in, uint8_t *out, size_t len)
 {
     while (len) {
         int chunk = (int)(len < EVP_MAX_BYTES ? len : EVP_MAX_BYTES), outl = 0;
-        if (c == NULL || !EVP_CipherUpdate(c, out, &outl, in, chunk) || outl != chunk) {
-            OPENSSL_cleanse(out, len);
-            return;
-        }
+        if (!EVP_CipherUpdate(c, out, &outl, in, chunk) || outl != chunk)
+            return 0;
         in += chunk, out += chunk, len -= (size_t)chunk;
     }
+    return 1;
 }
 
-static void xor_blocks(uint8_t *out, const uint8_t *a, const uint8_t *b, size_t len)
+/* n blocks through context `which` of a free slot. iv (NULL for ECB) is the IV or counter to
+ * start from and becomes the one to continue with; the context is re-initialised only when it
+ * does not already stand there. On failure the output is wiped rather than left holding
+ * plaintext (in place) or stale data: the engine interface has no error return. */
+static void evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8_t *out,
+                       size_t n, uint8_t iv[16])
 {
-    for (size_t i = 0; i < len; i += 8) {
-        uint64_t x, y;
-        memcpy(&x, a + i, 8);
-        memcpy(&y, b + i, 8);
-        x ^= y;
-        memcpy(out + i, &x, 8);
+    uint8_t next[16];
+    if (n == 0)
+        return;
+    if (which == C_CBC_DEC)                 /* before in == out overwrites it */
+        memcpy(next, in + 16 * (n - 1), 16);
+
+    evp_slot *s = slot_take(k->evp);
+    EVP_CIPHER_CTX *c = s->c[which];
+    int ok = c != NULL;
+    if (ok && iv != NULL && !(s->have_iv[which] && memcmp(s->next_iv[which], iv, 16) == 0))
+        ok = EVP_CipherInit_ex2(c, NULL, NULL, iv, -1, NULL);
+    ok = ok && evp_update(c, in, out, 16 * n);
+    if (!ok)
+        OPENSSL_cleanse(out, 16 * n);
+    if (iv != NULL) {
+        if (which == C_CBC_ENC) {
+            memcpy(next, out + 16 * (n - 1), 16);
+        } else if (which == C_CTR) {
+            memcpy(next, iv, 16);
+            acc_ctr_add(next, n);
+        }
+        memcpy(iv, next, 16);
+        memcpy(s->next_iv[which], next, 16);
+        s->have_iv[which] = ok;
     }
+    slot_give(s);
 }
 
 static void evp_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    evp_slot *s = slot_take(k->evp);
-    evp_run(s->ecb_enc, in, out, n * 16);
-    slot_give(s);
+    evp_blocks(k, C_ECB_ENC, in, out, n, NULL);
 }
 
 static void evp_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    evp_slot *s = slot_take(k->evp);
-    evp_run(s->ecb_dec, in, out, n * 16);
-    slot_give(s);
+    evp_blocks(k, C_ECB_DEC, in, out, n, NULL);
 }
 
-/* Serial, so a CBC context does it, its IV re-set on every call (this also drops any state a
- * previous caller left). The last ciphertext block is the IV to continue with. */
 static void evp_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                         uint8_t iv[16])
 {
-    if (n == 0)
-        return;
-    evp_slot *s = slot_take(k->evp);
-    if (EVP_CipherInit_ex2(s->cbc_enc, NULL, NULL, iv, 1, NULL))
-        evp_run(s->cbc_enc, in, out, n * 16);
-    else
-        OPENSSL_cleanse(out, n * 16);
-    slot_give(s);
-    memcpy(iv, out + 16 * (n - 1), 16);
+    evp_blocks(k, C_CBC_ENC, in, out, n, iv);
 }
 
-/* ECB-decrypt, then XOR each block with the ciphertext before it; the ciphertext is saved first
- * because in == out overwrites it. */
 static void evp_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                         uint8_t iv[16])
 {
-    uint8_t save[16 + EVP_CHUNK * 16];
-    evp_slot *s = slot_take(k->evp);
-
-    memcpy(save, iv, 16);
-    while (n) {
-        size_t m = n < EVP_CHUNK ? n : EVP_CHUNK;
-        memcpy(save + 16, in, 16 * m);
-        evp_run(s->ecb_dec, in, out, 16 * m);
-        xor_blocks(out, out, save, 16 * m);
-        memcpy(save, save + 16 * m, 16);
-        in += 16 * m, out += 16 * m, n -= m;
-    }
-    slot_give(s);
-    memcpy(iv, save, 16);
-    OPENSSL_cleanse(save, sizeof(save));
+    evp_blocks(k, C_CBC_DEC, in, out, n, iv);
 }
 
-/* Counter blocks made here with acc_ctr_add (full 128-bit carry), encrypted by ECB in one call. */
+/* OpenSSL's CTR carries all 128 bits too (ctr128_inc, or ctr32 plus ctr96_inc). */
 static void evp_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                     uint8_t ctr[16])
 {
-    uint8_t ks[EVP_CHUNK * 16];
-    evp_slot *s = slot_take(k->evp);
-
-    while (n) {
-        size_t m = n < EVP_CHUNK ? n : EVP_CHUNK;
-        for (size_t i = 0; i < m; i++) {
-            memcpy(ks + 16 * i, ctr, 16);
-            acc_ctr_add(ctr, 1);
-        }
-        evp_run(s->ecb_enc, ks, ks, 16 * m);
-        xor_blocks(out, in, ks, 16 * m);
-        in += 16 * m, out += 16 * m, n -= m;
-    }
-    slot_give(s);
-    OPENSSL_cleanse(ks, sizeof(ks));
+    evp_blocks(k, C_CTR, in, out, n, ctr);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -265,7 +247,7 @@ static int evp_set_key(acc_aes_key *k, const uint8_t *key, size_t keylen, int en
     evp_free_key(k);
     if (!evp_lib_ready())
         return 0;
-    evp_keyset *ks = keyset_new();
+    evp_keyset *ks = OPENSSL_zalloc(sizeof(*ks));
     if (ks == NULL)
         return 0;
     memcpy(ks->key, key, keylen);
@@ -282,12 +264,12 @@ static int evp_set_key(acc_aes_key *k, const uint8_t *key, size_t keylen, int en
     return 1;
 }
 
-/* Deep copy: slot 0's contexts are duplicated (under src's lock, as another thread may be using
+/* Deep copy: slot 0's contexts are duplicated (taking the slot, as another thread may be using
  * them); the other slots are made again on demand. */
 static int evp_copy_key(acc_aes_key *dst, const acc_aes_key *src)
 {
     evp_keyset *from, *ks;
-    int ok;
+    int ok = 1;
 
     if (dst == NULL || src == NULL)
         return 0;
@@ -295,21 +277,22 @@ static int evp_copy_key(acc_aes_key *dst, const acc_aes_key *src)
     dst->evp = NULL;
     if ((from = src->evp) == NULL)
         return 1;
-    if ((ks = keyset_new()) == NULL)
+    if ((ks = OPENSSL_zalloc(sizeof(*ks))) == NULL)
         return 0;
     memcpy(ks->key, from->key, sizeof(ks->key));
     ks->keylen = from->keylen;
     ks->has_dec = from->has_dec;
 
-    evp_slot *s = &from->slot[0], *d = &ks->slot[0];
-    pthread_mutex_lock(&s->lock);
-    d->ecb_enc = EVP_CIPHER_CTX_new();
-    d->cbc_enc = EVP_CIPHER_CTX_new();
-    d->ecb_dec = s->ecb_dec != NULL ? EVP_CIPHER_CTX_new() : NULL;
-    ok = d->ecb_enc != NULL && EVP_CIPHER_CTX_copy(d->ecb_enc, s->ecb_enc)
-         && d->cbc_enc != NULL && EVP_CIPHER_CTX_copy(d->cbc_enc, s->cbc_enc)
-         && (s->ecb_dec == NULL || (d->ecb_dec != NULL && EVP_CIPHER_CTX_copy(d->ecb_dec, s->ecb_dec)));
-    pthread_mutex_unlock(&s->lock);
+    evp_slot *s = slot_take(from), *d = &ks->slot[0];
+    for (int i = 0; i < C_N && ok; i++) {
+        if (s->c[i] == NULL)
+            continue;
+        d->c[i] = EVP_CIPHER_CTX_new();
+        ok = d->c[i] != NULL && EVP_CIPHER_CTX_copy(d->c[i], s->c[i]);
+        memcpy(d->next_iv[i], s->next_iv[i], 16);
+        d->have_iv[i] = s->have_iv[i];
+    }
+    slot_give(s);
     d->ready = ok;
     if (!ok) {
         keyset_free(ks);
