@@ -47,7 +47,7 @@ typedef struct pool_job {
 typedef struct pool_slot {
     uint32_t state;                 /* futex word (process-private) */
     uint32_t sleeping;              /* the helper is (about to be) in futex_wait */
-    int started;                    /* atomic: 1 thread running, 0 not yet */
+    int started;                    /* atomic: 1 thread running, 0 not yet, -1 creation failed */
     int unit, cpu;
     pool_job *job;
 } __attribute__((aligned(64))) pool_slot;
@@ -134,12 +134,13 @@ static void *helper_main(void *p)
 static int ensure_thread(int k)
 {
     pool_slot *s = &slots[k];
-    if (__atomic_load_n(&s->started, __ATOMIC_ACQUIRE))
-        return 1;
+    int started = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
+    if (started != 0)
+        return started > 0;
     int ok = 0;
     pthread_mutex_lock(&pool_lock);
-    if (s->started) {
-        ok = 1;
+    if (s->started != 0) {
+        ok = s->started > 0;
     } else {
         int cpu = -1;
         s->unit = acc_sched_cpu_unit(k, &cpu);
@@ -157,8 +158,9 @@ static int ensure_thread(int k)
                 pthread_attr_destroy(&a);
             }
             pthread_sigmask(SIG_SETMASK, &old, NULL);
-            if (ok)
-                __atomic_store_n(&s->started, 1, __ATOMIC_RELEASE);
+            /* A failed creation (thread limit) is not retried on every request: this unit
+             * simply gets no helper in this process (a fork starts over). */
+            __atomic_store_n(&s->started, ok ? 1 : -1, __ATOMIC_RELEASE);
         }
     }
     pthread_mutex_unlock(&pool_lock);

@@ -12,6 +12,7 @@ import os
 import random
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -229,6 +230,30 @@ def test_dead_waiter_does_not_block_the_queue(seg, tmp_path):
     assert stat(env)["waiters"] == []
 
 
+def test_waiter_gets_unit_of_killed_holder(seg, tmp_path):
+    """The holder of the only GPU slot is killed while a waiter waits: the waiter recovers it."""
+    name, env = seg
+    run_worker(env, "gpu", 1)
+    holder = start_worker(env, "hold", "gpu")
+    assert holder.stdout.readline().startswith("held ")
+    log = tmp_path / "order.log"
+    waiter = start_worker(env, "wait", "gpu", log, "waiter")
+    try:
+        wait_for(lambda: len(stat(env)["waiters"]) == 1, "the waiter to queue")
+        holder.kill()
+        holder.wait(timeout=60)
+        assert waiter.wait(timeout=60) == 0, waiter.stderr.read()
+    finally:
+        for p in (holder, waiter):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert log.read_text().split() == ["waiter"]
+    data = stat(env)
+    assert data["totals"]["recoveries"] == 1
+    assert [u["recoveries"] for u in data["units"] if u["kind"] == "gpu"] == [1]
+
+
 def valid_segment_bytes(env):
     run_worker(env, "info")
     with open("/dev/shm" + env["ACCELAES_SHM_NAME"], "rb") as f:
@@ -312,3 +337,23 @@ def test_stat_watch_stops_on_sigint(seg):
     assert json.loads(first)["shared"] is True
     for line in rest.splitlines():
         json.loads(line)
+
+
+@pytest.mark.parametrize("setup,reason", [
+    ("mount -t tmpfs -o ro tmpfs /dev/shm", "cannot create"),
+    ("mount -t tmpfs tmpfs /dev", "no /dev/shm"),
+])
+def test_without_usable_dev_shm(seg, setup, reason):
+    """A read-only or missing /dev/shm (in a private mount namespace): private table, one
+    line on stderr because the worker configures shm = on."""
+    name, env = seg
+    need(WORKER)
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) to hide /dev/shm in a mount namespace")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", f"{setup} && exec {WORKER} worker info"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    if "shared" not in proc.stdout:
+        pytest.skip(f"cannot make a mount namespace here: {proc.stderr.strip()[:200]}")
+    assert proc.returncode == 0 and "shared 0" in proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and reason in lines[0] and "private" in lines[0], proc.stderr

@@ -188,6 +188,32 @@ static void test_kill9(void)
               "unit %u BUSY for dead pid %d", i, t->units[i].owner_pid);
 }
 
+/* ---- a process dies holding the table lock ---- */
+static int die_in_lock(void *arg)
+{
+    (void)arg;
+    acc_shm_table *t = acc_sched_table();   /* the child attaches afresh after fork */
+    if (t == NULL || acc_shm_lock(t) != 0)
+        return 1;
+    ACC_STORE(&t->hdr.nwaiting[ACC_UNIT_GPU], 77);   /* half-done FIFO bookkeeping */
+    _exit(0);                                         /* without unlocking */
+}
+
+static void test_death_in_table_lock(void)
+{
+    acc_shm_table *t = acc_sched_table();
+    int rc = in_child(die_in_lock, NULL);
+    CHECK(rc == 0, "child could not lock the table (%d)", rc);
+    int n = acc_sched_add_gpu_units(1, 0, "after-owner-death");   /* needs the lock */
+    CHECK(n >= 1, "table lock not recovered after its holder died (%d)", n);
+    CHECK(ACC_LOAD(&t->hdr.nwaiting[ACC_UNIT_GPU]) == 0, "FIFO count not repaired: %u",
+          ACC_LOAD(&t->hdr.nwaiting[ACC_UNIT_GPU]));
+    int id = acc_sched_acquire(ACC_UNIT_GPU, 1000000);
+    CHECK(id >= 0, "GPU unit not usable after the repair");
+    if (id >= 0)
+        acc_sched_release(id, 0, 0);
+}
+
 /* ---- corrupt and foreign segments ---- */
 struct bad_case { const char *what; char name[160]; int shm; };
 
@@ -344,6 +370,7 @@ int main(int argc, char **argv)
     CHECK(acc_sched_is_shared(), "no shared segment");
     test_fork();
     test_kill9();
+    test_death_in_table_lock();
     test_corrupt();
     CHECK(in_child(shm_off_child, NULL) == 0, "shm = off");
     shm_unlink(segname);
