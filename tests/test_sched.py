@@ -150,6 +150,22 @@ def test_live_process_counts(seg):
     assert len(by_pid) == 2
 
 
+def test_concurrent_first_attach(seg):
+    """Eight processes racing to create the segment: all attach to one table, whose CPU units
+    are registered once each (creation is a link of a complete table, discovery is locked)."""
+    name, env = seg
+    procs = [start_worker(env, "info") for _ in range(8)]
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all(o.startswith("shared 1 ") for o in outs), outs
+    data = stat(env)
+    cpus = [u["cpu"] for u in data["units"] if u["kind"] == "cpu"]
+    assert sorted(cpus) == sorted(os.sched_getaffinity(0))
+    assert sorted(p["pid"] for p in data["processes"]) == sorted(p.pid for p in procs)
+    # No temporary names left behind by the losers of the race.
+    assert glob.glob("/dev/shm" + name + ".tmp.*") == []
+
+
 def test_kill9_holder_is_recovered(seg):
     name, env = seg
     holder = start_worker(env, "hold", "cpu")
