@@ -15,6 +15,7 @@ typedef struct group {
     acc_gpu_job *jobs;
     size_t n;
     int fwd_grid_max, inv_grid_max;
+    size_t chunk;   /* bytes per chunk for this group (<= the staging buffer size) */
 } group;
 
 static int is_fwd(int op) { return op == ACC_GPU_ECB_ENC || op == ACC_GPU_CTR; }
@@ -64,11 +65,11 @@ static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
     int need_in = 0, chain = 0;
     bf->nwb = 0;
     /* pass 1: decide the pieces (job order) and copy inputs into pinned memory */
-    while (c->j < g->n && pos < acc_cu.chunk) {
+    while (c->j < g->n && pos < g->chunk) {
         acc_gpu_job *jb = &g->jobs[c->j];
         size_t take = jb->len - c->off;
-        if (take > acc_cu.chunk - pos)
-            take = acc_cu.chunk - pos;
+        if (take > g->chunk - pos)
+            take = g->chunk - pos;
         if (take == 0) {
             c->j++;
             c->off = 0;
@@ -202,7 +203,17 @@ static int write_back(group *g, acc_cu_buf *bf)
 /* One group of at most ACC_CU_MAXJOBS jobs through the slot's ring of buffers. */
 static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left)
 {
-    group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms };
+    group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms, acc_cu.chunk };
+    /* A group smaller than the ring would be one or two chunks with nothing to overlap: cut it
+     * into nbuf chunks (not below 256 KiB), so copy-in, kernel and copy-out still pipeline. */
+    size_t total = 0;
+    for (size_t j = 0; j < n; j++)
+        total += jobs[j].len;
+    size_t want = (total / (size_t)acc_cu.nbuf + 15) & ~(size_t)15;
+    if (want < (256u << 10))
+        want = 256u << 10;
+    if (want < g.chunk)
+        g.chunk = want;
     cursor c = { 0, 0 };
     size_t head = 0, tail = 0;   /* chunks staged / written back (ring index = count % nbuf) */
     int rc = 0, stop = 0;        /* stop: stage no more; chunks already in flight are still written back */
