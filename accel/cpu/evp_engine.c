@@ -22,7 +22,7 @@
 enum { C_ECB_ENC, C_ECB_DEC, C_CBC_ENC, C_CBC_DEC, C_CTR, C_N };
 
 typedef struct evp_slot {
-    int busy;                     /* taken by a thread (atomic) */
+    int busy;                     /* 0 free, else the fork generation of the thread holding it */
     int ready;                    /* contexts made */
     EVP_CIPHER_CTX *c[C_N];
     /* The IV each context continues with, so a chained call skips re-initialising it. */
@@ -44,6 +44,13 @@ typedef struct evp_keyset {
 
 static EVP_CIPHER *g_ciph[3][3];  /* [ECB, CBC, CTR][128, 192, 256] */
 static int g_ready;
+/* Bumped in a fork child: a slot some parent thread held at the fork is free in the child. */
+static int g_gen = 1;
+
+static void evp_atfork_child(void)
+{
+    __atomic_add_fetch(&g_gen, 1, __ATOMIC_RELAXED);
+}
 
 static void evp_lib_init(void)
 {
@@ -51,7 +58,8 @@ static void evp_lib_init(void)
     OSSL_LIB_CTX *lib = OSSL_LIB_CTX_new();
     char name[32];
 
-    if (lib == NULL || OSSL_PROVIDER_load(lib, "default") == NULL)
+    if (lib == NULL || OSSL_PROVIDER_load(lib, "default") == NULL
+        || pthread_atfork(NULL, NULL, evp_atfork_child) != 0)
         return;
     for (int m = 0; m < 3; m++)
         for (int i = 0; i < 3; i++) {
@@ -121,10 +129,14 @@ static int slot_fill(const evp_keyset *ks, evp_slot *s)
 static evp_slot *slot_take(evp_keyset *ks)
 {
     for (;;) {
+        int gen = __atomic_load_n(&g_gen, __ATOMIC_RELAXED);
         for (int i = 0; i < EVP_SLOTS; i++) {
             evp_slot *s = &ks->slot[i];
-            if (__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE))
+            int old = __atomic_exchange_n(&s->busy, gen, __ATOMIC_ACQUIRE);
+            if (old == gen)
                 continue;
+            if (old != 0)                   /* held across a fork: its IV state is not trusted */
+                memset(s->have_iv, 0, sizeof(s->have_iv));
             if (s->ready || slot_fill(ks, s))
                 return s;
             __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);

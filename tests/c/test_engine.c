@@ -410,6 +410,32 @@ static void *thr_main(void *p)
     return NULL;
 }
 
+/* Fork while the threads are inside engine calls: the child holds copies of whatever they had
+ * taken, with nobody left to give it back, and must still finish (alarm: a hang fails). */
+static void fork_while_busy(const acc_engine *e, const acc_aes_key *k, const thr_arg *a)
+{
+    for (int f = 0; f < 16; f++) {
+        usleep(300);
+        pid_t pid = fork();
+        if (pid == 0) {
+            uint8_t iv[16], out[16 * 200];
+            alarm(10);
+            for (int r = 0; r < 50; r++) {
+                memcpy(iv, a->iv, 16);
+                eng_run(e, k, a->mode, a->in, out, 200, iv);
+                if (memcmp(out, a->want, sizeof(out)) != 0)
+                    _exit(1);
+            }
+            _exit(0);
+        }
+        int status = -1;
+        if (pid > 0)
+            waitpid(pid, &status, 0);
+        check(status == 0, e, "engine call in a child forked while threads held the key "
+              "(wait status %d)", status);
+    }
+}
+
 static void test_threads(const acc_engine *e)
 {
     enum { T = 6 };
@@ -431,9 +457,11 @@ static void test_threads(const acc_engine *e)
         if (!reference(a[i].mode, key, 128, a[i].iv, a[i].in, a[i].want, 200))
             check(0, e, "threads reference");
     }
-    pthread_barrier_init(&thr_start, NULL, T);
+    pthread_barrier_init(&thr_start, NULL, T + 1);
     for (int i = 0; i < T; i++)
         pthread_create(&th[i], NULL, thr_main, &a[i]);
+    pthread_barrier_wait(&thr_start);
+    fork_while_busy(e, &k, &a[T - 1]);
     for (int i = 0; i < T; i++) {
         pthread_join(th[i], NULL);
         check(a[i].ok, e, "thread %d (%s) on a shared key", i, mode_name[a[i].mode]);
