@@ -2,16 +2,21 @@
  * CPU unit of this process, pinned to the unit's core, which works only while holding its
  * unit (taken without waiting), so pool threads never outnumber units across processes.
  *
- * Why not OpenMP (the design's default), measured on the 2-core dev machine (EPYC Zen 4,
- * gcc 12 libgomp, load average ~4 from other builds; numbers from tests/c/test_sched_pool.c,
- * which prints both, and a stand-alone omp loop):
+ * Why not OpenMP (the design's default): measured on the 2-core dev VM (EPYC Zen 4, gcc 12
+ * libgomp), shared with other builds (load average 2-4); tests/c/test_sched_pool.c prints
+ * the figures (median/p90/mean, us, from the call until the second thread starts).
  *  - fork: a child whose parent had run a parallel region hangs in its own first region
- *    (2-thread `omp parallel` before and after fork(): the child never returns; timeout 10 s).
- *    OpenSSL applications fork (openssl speed -multi, servers), so this alone rules it out.
- *  - wake-up: empty 2-thread region 14-71 us back to back and 3.7-13.6 ms after 2 ms idle with
- *    the default (spinning) wait policy on a loaded machine (spinning team threads compete for
- *    the cores), 23 us / 18 us with OMP_WAIT_POLICY=passive; this pool: 0.8-1.8 us back to
- *    back, 16-17 us after 2 ms idle (the helper spins 50 us after each job, then sleeps).
+ *    (2-thread `omp parallel` before and after fork(): the child never returned in 10 s).
+ *    OpenSSL applications fork (openssl speed -multi, servers): this alone rules it out.
+ *  - libgomp's default wait policy spins through idle time: after 2 ms idle, 1.3-1.8 us
+ *    median at load 2 but 8-10 ms median at load 3.3 (its spinning threads lose their time
+ *    slice), and 2.1-9 ms of CPU burnt per 2 ms gap. OMP_WAIT_POLICY=passive: 5-7 us median
+ *    (the woken thread mostly starts on the master's core once the master blocks).
+ *  - this pool: 0.3 us back to back; after 2 ms idle 18-33 us median, 28-40 us p90 (futex
+ *    wake-up of a pinned thread on an idle vCPU), and the caller is already working on its
+ *    own pieces meanwhile. Spinning 200 us instead of 50 us made waits after a 100 us gap
+ *    0.5 us median but 360-490 us mean under load (a spinning thread loses its slice), so
+ *    the spin stays short and stops as soon as another thread holds our unit.
  *  - units: team threads are not tied to our units, so every region would have each thread
  *    try to take a unit and re-pin itself (a syscall) to the unit's core.
  * So: a plain pthread pool, one thread per unit pinned once, dispatch through a futex word per
@@ -74,13 +79,16 @@ static size_t run_pieces(pool_job *job)
     return done;
 }
 
-static void wait_assigned(pool_slot *s)
+/* Spin for the next job while our unit is idle; once another thread holds it (another
+ * process's helper, or our own caller running on this core) the core is theirs: sleep. */
+static void wait_assigned(pool_slot *s, acc_shm_table *t)
 {
     uint64_t t0 = acc_now_ns();
     for (unsigned spin = 1;; spin++) {
         if (PHASE(__atomic_load_n(&s->state, __ATOMIC_ACQUIRE)) == PH_ASSIGNED)
             return;
-        if (spin % 64 != 0 || acc_now_ns() - t0 < HELPER_SPIN_NS) {
+        if (spin % 64 != 0 || (acc_now_ns() - t0 < HELPER_SPIN_NS
+                               && (t == NULL || ACC_LOAD(&t->units[s->unit].state) == ACC_UNIT_IDLE))) {
             acc_cpu_relax();
             continue;
         }
@@ -107,7 +115,7 @@ static void *helper_main(void *p)
     }
     acc_shm_table *t = acc_sched_table();
     for (;;) {
-        wait_assigned(s);
+        wait_assigned(s, t);
         uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
         if (PHASE(st) != PH_ASSIGNED
             || !__atomic_compare_exchange_n(&s->state, &st, WITH(st, PH_RUNNING), 0,

@@ -89,7 +89,8 @@ static void print_json(const snapshot *s)
     int ok = s->exists && s->error == NULL;
     printf("{\"shared\": %s, \"segment\": ", ok ? "true" : "false");
     json_str(s->name, sizeof(s->name));
-    printf(", \"exists\": %s", s->exists ? "true" : "false");
+    printf(", \"exists\": %s, \"now_ns\": %llu", s->exists ? "true" : "false",
+           (unsigned long long)acc_now_ns());   /* the clock of since_ns, to compute ages */
     if (s->error != NULL) {
         printf(", \"error\": ");
         json_str(s->error, 200);

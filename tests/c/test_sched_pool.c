@@ -216,44 +216,97 @@ static void test_after_fork(void)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "pool in the forked child failed (status %d)", st);
 }
 
-/* ---- dispatch latency: information only ---- */
-static void nop_piece(void *arg, size_t i)
+/* ---- dispatch latency: information only ----
+ * From the call until a helper starts its piece (the caller's own piece waits for it), with
+ * the helper hot (back to back) or asleep (after 2 ms idle); the same for the second thread
+ * of an OpenMP parallel region. Medians, in microseconds. */
+static uint64_t lat_start, lat_helper;
+
+static void lat_piece(void *arg, size_t i)
 {
     (void)arg;
     (void)i;
-}
-
-static double time_pool(int reps, long gap_us)
-{
-    uint64_t total = 0;
-    for (int r = 0; r < reps; r++) {
-        if (gap_us) {
-            struct timespec ts = { 0, gap_us * 1000 };
-            nanosleep(&ts, NULL);
-        }
-        uint64_t t0 = acc_now_ns();
-        acc_pool_run(nop_piece, NULL, 2, 1);
-        total += acc_now_ns() - t0;
+    if (acc_sched_tid() != rendezvous_caller) {
+        __atomic_store_n(&lat_helper, acc_now_ns(), __ATOMIC_SEQ_CST);
+        return;
     }
-    return (double)total / reps / 1000.0;
+    uint64_t t0 = acc_now_ns();
+    while (__atomic_load_n(&lat_helper, __ATOMIC_SEQ_CST) == 0 && acc_now_ns() - t0 < 100000000u)
+        acc_cpu_relax();
 }
 
-static double time_omp(int reps, long gap_us)
+static int cmp_u64(const void *a, const void *b)
 {
-    uint64_t total = 0;
-    for (int r = 0; r < reps; r++) {
-        if (gap_us) {
-            struct timespec ts = { 0, gap_us * 1000 };
-            nanosleep(&ts, NULL);
-        }
-        uint64_t t0 = acc_now_ns();
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "median / 90th percentile / mean" in microseconds. */
+static const char *stats_us(uint64_t *v, int n, char *buf, size_t len)
+{
+    if (n == 0) {
+        snprintf(buf, len, "no samples");
+        return buf;
+    }
+    qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += (double)v[i];
+    snprintf(buf, len, "%.1f/%.1f/%.1f", v[n / 2] / 1e3, v[n * 9 / 10] / 1e3, sum / n / 1e3);
+    return buf;
+}
+
+/* CPU time this process used (all threads), to show what spinning between requests costs. */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void idle_gap(long gap_us)
+{
+    struct timespec ts = { 0, gap_us * 1000 };
+    if (gap_us)
+        nanosleep(&ts, NULL);
+}
+
+static const char *lat_pool(int reps, long gap_us, char *buf, size_t len, double *cpu_us)
+{
+    static uint64_t v[2000];
+    uint64_t c0 = cpu_ns();
+    int n = 0;
+    rendezvous_caller = acc_sched_tid();
+    for (int r = 0; r < reps && r < 2000; r++) {
+        idle_gap(gap_us);
+        lat_helper = 0;
+        lat_start = acc_now_ns();
+        acc_pool_run(lat_piece, NULL, 2, 1);
+        if (lat_helper)
+            v[n++] = lat_helper - lat_start;
+    }
+    *cpu_us = (double)(cpu_ns() - c0) / 1e3 / (reps ? reps : 1);
+    return stats_us(v, n, buf, len);
+}
+
+static const char *lat_omp(int reps, long gap_us, char *buf, size_t len, double *cpu_us)
+{
+    static uint64_t v[2000];
+    uint64_t c0 = cpu_ns();
+    int n = 0;
+    for (int r = 0; r < reps && r < 2000; r++) {
+        idle_gap(gap_us);
+        uint64_t t0 = acc_now_ns(), t1 = 0;
 #pragma omp parallel num_threads(2)
         {
-            __asm__ volatile("" ::: "memory");
+            if (omp_get_thread_num() == 1)
+                t1 = acc_now_ns();
         }
-        total += acc_now_ns() - t0;
+        if (t1)
+            v[n++] = t1 - t0;
     }
-    return (double)total / reps / 1000.0;
+    *cpu_us = (double)(cpu_ns() - c0) / 1e3 / (reps ? reps : 1);
+    return stats_us(v, n, buf, len);
 }
 
 static void report_latency(void)
@@ -262,12 +315,23 @@ static void report_latency(void)
         printf("info: dispatch latency needs 2 CPU units\n");
         return;
     }
-    time_pool(100, 0);
-    double hot = time_pool(20000, 0), cold = time_pool(100, 2000);
-    printf("info: acc_pool_run(2 pieces, 1 helper): %.2f us back to back, %.2f us after 2 ms idle\n", hot, cold);
-    time_omp(100, 0);
-    double ohot = time_omp(5000, 0), ocold = time_omp(50, 2000);
-    printf("info: omp parallel num_threads(2):      %.2f us back to back, %.2f us after 2 ms idle\n", ohot, ocold);
+    char b1[64], b2[64];
+    double c1, c2;
+    lat_pool(50, 0, b1, sizeof(b1), &c1);
+    lat_pool(2000, 0, b1, sizeof(b1), &c1);
+    char b3[64];
+    double c3;
+    lat_pool(500, 100, b3, sizeof(b3), &c3);
+    lat_pool(100, 2000, b2, sizeof(b2), &c2);
+    printf("info: pool: helper starts after the call, median/p90/mean us: back to back %s, after 100 us idle %s,"
+           " after 2 ms idle %s (CPU per 2 ms-gap call %.0f us)\n", b1, b3, b2, c2);
+    lat_omp(50, 0, b1, sizeof(b1), &c1);
+    lat_omp(2000, 0, b1, sizeof(b1), &c1);
+    lat_omp(500, 100, b3, sizeof(b3), &c3);
+    lat_omp(100, 2000, b2, sizeof(b2), &c2);
+    printf("info: omp (OMP_WAIT_POLICY=%s): 2nd thread starts, median/p90/mean us: back to back %s, after 100 us"
+           " idle %s, after 2 ms idle %s (CPU per 2 ms-gap region %.0f us)\n",
+           getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default", b1, b3, b2, c2);
 }
 
 int main(int argc, char **argv)
