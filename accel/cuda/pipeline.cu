@@ -212,7 +212,7 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
     size_t want = (total / (size_t)acc_cu.nbuf + 15) & ~(size_t)15;
     if (want < (256u << 10))
         want = 256u << 10;
-    if (want < g.chunk)
+    if (acc_cu.adapt && want < g.chunk)
         g.chunk = want;
     cursor c = { 0, 0 };
     size_t head = 0, tail = 0;   /* chunks staged / written back (ring index = count % nbuf) */

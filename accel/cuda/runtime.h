@@ -53,6 +53,7 @@ typedef struct acc_cu_state {
     size_t chunk;         /* bytes per staging buffer */
     int occ[3];           /* blocks per SM per kernel */
     int ctr_ks;           /* CTR: GPU makes the keystream, CPU XORs (else stage in and out) */
+    int adapt;            /* cut groups smaller than the ring into nbuf chunks */
     long fail_after;      /* test hook: fail after this many chunks in a run (-1: off) */
     acc_core_tables host_tables;
     acc_core_tables *d_tables;
