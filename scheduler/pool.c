@@ -17,6 +17,8 @@
  *    own pieces meanwhile. Spinning 200 us instead of 50 us made waits after a 100 us gap
  *    0.5 us median but 360-490 us mean under load (a spinning thread loses its slice), so
  *    the spin stays short and stops as soon as another thread holds our unit.
+ *    On the 16-core device host (unloaded): 0.3-0.9 us back to back, 4.7-7.7 us after 100 us
+ *    idle, 20-27 us after 2 ms idle; 256 compute pieces 14.5-15.4x faster with 15 helpers.
  *  - units: team threads are not tied to our units, so every region would have each thread
  *    try to take a unit and re-pin itself (a syscall) to the unit's core.
  * So: a plain pthread pool, one thread per unit pinned once, dispatch through a futex word per

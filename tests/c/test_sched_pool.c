@@ -309,8 +309,42 @@ static const char *lat_omp(int reps, long gap_us, char *buf, size_t len, double 
     return stats_us(v, n, buf, len);
 }
 
+/* A piece of fixed compute (~tens of us), to show that pieces really run in parallel. */
+static void work_piece(void *arg, size_t i)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ i;
+    for (int k = 0; k < 50000; k++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    ((volatile uint64_t *)arg)[i % 64] = x;
+}
+
+static void report_scaling(void)
+{
+    static uint64_t sink[64];
+    int units = acc_sched_cpu_units();
+    double t[2];
+    for (int h = 0; h < 2; h++) {
+        int helpers = h ? units - 1 : 0;
+        acc_pool_run(work_piece, sink, 256, helpers);
+        uint64_t best = UINT64_MAX;
+        for (int rep = 0; rep < 5; rep++) {
+            uint64_t t0 = acc_now_ns();
+            acc_pool_run(work_piece, sink, 256, helpers);
+            uint64_t dt = acc_now_ns() - t0;
+            best = dt < best ? dt : best;
+        }
+        t[h] = (double)best / 1e3;
+    }
+    printf("info: 256 compute pieces: %.0f us alone, %.0f us with %d helpers: %.2fx\n", t[0], t[1],
+           units - 1, t[0] / t[1]);
+}
+
 static void report_latency(void)
 {
+    report_scaling();
     if (acc_sched_cpu_units() < 2) {
         printf("info: dispatch latency needs 2 CPU units\n");
         return;
