@@ -10,6 +10,7 @@
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include "provider/algs.h"
+#include "provider/cipher_hmac.h"
 #include "scheduler/sched.h"
 
 /* ======================== Errors ======================== */
@@ -125,13 +126,29 @@ static int prov_get_params(void *vprov, OSSL_PARAM params[])
     return 1;
 }
 
+/* The nine block-mode ciphers and the stitched TLS ones, as one table. */
+#define MAX_CIPHER_ALGS 24
+static OSSL_ALGORITHM all_ciphers[MAX_CIPHER_ALGS];
+static pthread_once_t all_ciphers_once = PTHREAD_ONCE_INIT;
+
+static void all_ciphers_init(void)
+{
+    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_hmac_cipher_algorithms };
+    size_t n = 0;
+
+    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
+        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL && n < MAX_CIPHER_ALGS - 1; a++)
+            all_ciphers[n++] = *a;
+}
+
 static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_cache)
 {
     (void)vprov;
     *no_cache = 0;
     switch (operation_id) {
     case OSSL_OP_CIPHER:
-        return acc_cipher_algorithms;
+        pthread_once(&all_ciphers_once, all_ciphers_init);
+        return all_ciphers;
     case OSSL_OP_RAND:
         return acc_rand_algorithms;
     }
