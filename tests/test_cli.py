@@ -114,7 +114,11 @@ def test_list_cipher_algorithms(openssl_bin, openssl_env):
     assert {e for e in ours if e & set(evp.CIPHERS)} == nine, \
         f"names differ: ours {sorted(map(sorted, ours))} default {sorted(map(sorted, nine))}"
     if PROVIDER != "default":
-        assert ours == nine, f"unexpected extra entries: {ours - nine}"
+        # Besides the nine, only the stitched TLS ciphers (for CBC suites without
+        # encrypt-then-MAC), spelt exactly as the default provider spells them.
+        stitched = {frozenset(e) for e in ref if any(n.startswith("AES-") and "-CBC-HMAC-SHA" in n for n in e)}
+        assert len(stitched) == 4, stitched
+        assert ours == nine | stitched, f"unexpected or missing entries: {ours ^ (nine | stitched)}"
 
 
 def test_list_providers(openssl_bin, openssl_env):
