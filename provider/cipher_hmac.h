@@ -58,4 +58,11 @@ int acc_hmac_set_aad(acc_hmac_ctx *h, const uint8_t *aad, size_t len);
  * raised: the verdict is secret until it leaves, so the caller raises it). */
 int acc_hmac_cipher(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size_t len);
 
+/* provider/cipher_hmac_stitch.c: encrypting, hashing and AES-CBC fused in one loop (SHA-NI and
+ * the AES-NI engine's key schedule). usable: this CPU and this context's engine allow it. */
+int acc_hmac_stitch_usable(const acc_hmac_ctx *h);
+/* The record's payload from out + iv (to plen) hashed into h->md and, from out, encrypted in
+ * place in whole 64-byte steps. Returns the bytes encrypted; *hashed: where hashing stopped. */
+size_t acc_hmac_stitch(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, size_t *hashed);
+
 #endif

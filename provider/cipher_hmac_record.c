@@ -6,16 +6,22 @@
  * exported; the constant-time MAC check needs exactly them. */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <string.h>
+#include <openssl/async.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
 #include "provider/prov.h"
+#include "scheduler/sched.h"
 
 #define BLK ACC_AES_BLOCK
 #define SHA_BLK 64                 /* SHA-1 and SHA-256 block */
 #define MAX_MD 32
 #define AAD_LEN ACC_HMAC_AAD_LEN
+/* blocks that may end the inner hash: 255 bytes of padding + 8 of length + rounding */
+#define SPAN_BLOCKS 6
+/* encrypt: bytes hashed then encrypted per interleaved step */
+#define STEP 64
 #define V_TLS1_1 0x0302
 
 /* ======================== Constant-time masks ========================
@@ -148,6 +154,28 @@ static int run_blocks(acc_hmac_ctx *h, const uint8_t *in, uint8_t *out, size_t l
     return 1;
 }
 
+/* Hash the payload and CBC-encrypt it in small steps, so that the CPU overlaps the SHA rounds
+ * with the latency-bound CBC chain (what the default provider's stitched assembly does). The
+ * AES-NI engine is called directly: per step, the policy's checks would cost more than they
+ * could win on a record-sized request, which is never split or sent to the GPU. Returns how
+ * many bytes from the record's start are encrypted; *hashed: where hashing got to. */
+static size_t interleave(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, size_t *hashed)
+{
+    const acc_engine *e = h->aes.eng;
+    const size_t whole = plen & ~(size_t)(BLK - 1);
+    size_t done = 0;
+
+    *hashed = iv;
+    for (; whole - done >= STEP; done += STEP) {
+        if (done + STEP > *hashed) {          /* plaintext is hashed before it is overwritten */
+            h->sha->update(&h->md, out + *hashed, done + STEP - *hashed);
+            *hashed = done + STEP;
+        }
+        e->cbc_enc(&h->aes.ks, out + done, out + done, STEP / BLK, h->aes.iv);
+    }
+    return done;
+}
+
 /* plen: the record's payload length, explicit IV included, from the AAD. */
 static int encrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size_t len, size_t plen)
 {
@@ -155,6 +183,7 @@ static int encrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size
     const size_t ms = sha->md_size;
     const size_t iv = h->aad_version >= V_TLS1_1 ? BLK : 0;
     const size_t want = (plen + ms + BLK) & ~(size_t)(BLK - 1);
+    size_t done = 0, hashed = iv;
     uint8_t inner[MAX_MD];
 
     if (plen < iv || len != want) {
@@ -164,14 +193,61 @@ static int encrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size
     }
     if (in != out)
         memmove(out, in, plen);
-    sha->update(&h->md, out + iv, plen - iv);
+    /* Inside an ASYNC job the whole record goes to the policy, which may batch it with other
+     * jobs' records in multi-buffer lanes; elsewhere, on AES-NI, hashing and AES run fused
+     * (SHA-NI) or interleaved in small steps, and the rest of the record goes to the policy. */
+    if (h->aes.eng == acc_engine_aesni() && ASYNC_get_current_job() == NULL) {
+        done = acc_hmac_stitch_usable(h) ? acc_hmac_stitch(h, out, iv, plen, &hashed)
+                                         : interleave(h, out, iv, plen, &hashed);
+        acc_sched_count(ACC_PATH_INLINE, done, 0);
+    }
+    sha->update(&h->md, out + hashed, plen - hashed);
     sha->final(inner, &h->md);
     h->md = h->tail;
     sha->update(&h->md, inner, ms);
     sha->final(out + plen, &h->md);
     OPENSSL_cleanse(inner, sizeof(inner));
     memset(out + plen + ms, (int)(len - plen - ms - 1), len - plen - ms);
-    return run_blocks(h, out, out, len);
+    return run_blocks(h, out + done, out + done, len - done);
+}
+
+/* 8 bytes as a little-endian word: byte i of memory is bits 8i..8i+7 */
+static inline uint64_t load_le(const uint8_t *p)
+{
+    uint64_t w;
+
+    memcpy(&w, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+static inline void store_le(uint8_t *p, uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    memcpy(p, &w, 8);
+}
+
+/* The blocks of the inner hash that may end the message, header | payload | 0x80 | zeros |
+ * bit length in the block that really ends it, built 8 bytes at a time with masks. span holds
+ * the stream bytes from block `first` on, as they are in the record (public ranges only). */
+static void mask_span(uint8_t *span, size_t nblk, size_t first, size_t vlen, size_t fin, uint64_t bits)
+{
+    for (size_t k = 0; k < nblk * SHA_BLK / 8; k++) {
+        size_t p = first * SHA_BLK + 8 * k;
+        size_t before = mask_lt(vlen, p), after = mask_ge(vlen, p + 8);
+        size_t inside = ~before & ~after;                /* the message ends in this word */
+        size_t d = (vlen - p) & inside & 7;              /* bytes of it kept */
+        uint64_t keep = (uint64_t)after | ((uint64_t)inside & (((uint64_t)1 << (8 * d)) - 1));
+        uint64_t w = (load_le(span + 8 * k) & keep) | ((uint64_t)inside & ((uint64_t)0x80 << (8 * d)));
+
+        if (k % 8 == 7)                                  /* bytes 56..63: the big-endian bit length */
+            w |= (uint64_t)mask_eq(first + k / 8, fin) & __builtin_bswap64(bits);
+        store_le(span + 8 * k, w);
+    }
 }
 
 /* The check of a decrypted record rec[0..len) = payload | MAC | padding, len >= ms + 1.
@@ -187,9 +263,10 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     const size_t maxpad = len - ms - 1 > 255 ? 255 : len - ms - 1;
     const size_t vmax = AAD_LEN + len - ms - 1;          /* longest header + payload */
     const size_t first = (vmax - maxpad) / SHA_BLK;      /* first block the shortest one ends in */
-    const size_t last = (vmax + 8) / SHA_BLK;            /* last block the longest one needs */
-    size_t pad = rec[len - 1], good, plen, vlen, fin, bits, shift = 0, cnt = 0, diff = 0;
-    uint8_t aad[AAD_LEN], block[SHA_BLK], inner[MAX_MD], mac[MAX_MD], rot[MAX_MD];
+    const size_t nblk = (vmax + 8) / SHA_BLK + 1 - first; /* to the last block the longest needs */
+    const size_t w0 = len - 1 - maxpad - ms;             /* first byte that may be MAC */
+    size_t pad = rec[len - 1], good, plen, vlen, fin, shift, cnt = 0, diff = 0;
+    uint8_t aad[AAD_LEN], span[SPAN_BLOCKS * SHA_BLK], inner[MAX_MD], mac[MAX_MD], rot[MAX_MD];
     uint32_t w[8], acc[8];
     acc_sha_state md;
 
@@ -198,7 +275,6 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     plen = len - ms - 1 - pad;
     vlen = AAD_LEN + plen;
     fin = (vlen + 8) / SHA_BLK;                          /* the block with the bit length */
-    bits = (h->head_len + vlen) * 8;
     memcpy(aad, h->aad, AAD_LEN - 2);
     aad[AAD_LEN - 2] = (uint8_t)(plen >> 8);
     aad[AAD_LEN - 1] = (uint8_t)plen;
@@ -208,24 +284,27 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
         sha->update(&md, aad, AAD_LEN);
         sha->update(&md, rec, first * SHA_BLK - AAD_LEN);
     }
-    memset(acc, 0, sizeof(acc));
-    for (size_t b = first; b <= last; b++) {
-        size_t is_fin = mask_eq(b, fin);
+    memset(span, 0, sizeof(span));
+    {
+        size_t from = first * SHA_BLK, to = from + nblk * SHA_BLK;   /* stream positions */
 
-        for (size_t i = 0; i < SHA_BLK; i++) {
-            size_t pos = b * SHA_BLK + i;
-            uint8_t v = pos < AAD_LEN ? aad[pos] : pos - AAD_LEN < len ? rec[pos - AAD_LEN] : 0;
+        if (from < AAD_LEN)
+            memcpy(span, aad + from, AAD_LEN - from);
+        if (from < AAD_LEN + len) {
+            size_t r0 = from > AAD_LEN ? from - AAD_LEN : 0, r1 = to - AAD_LEN < len ? to - AAD_LEN : len;
 
-            v &= (uint8_t)mask_lt(pos, vlen);
-            v |= (uint8_t)mask_eq(pos, vlen) & 0x80;
-            if (i >= SHA_BLK - 8)
-                v |= (uint8_t)is_fin & (uint8_t)(bits >> (8 * (SHA_BLK - 1 - i)));
-            block[i] = v;
+            memcpy(span + (r0 + AAD_LEN - from), rec + r0, r1 - r0);
         }
-        sha->compress(&md, block);
+    }
+    mask_span(span, nblk, first, vlen, fin, (uint64_t)(h->head_len + vlen) * 8);
+    memset(acc, 0, sizeof(acc));
+    for (size_t b = 0; b < nblk; b++) {
+        uint32_t is_fin = (uint32_t)mask_eq(first + b, fin);
+
+        sha->compress(&md, span + b * SHA_BLK);
         sha->chain(&md, w);
         for (size_t k = 0; k < 8; k++)
-            acc[k] |= w[k] & (uint32_t)is_fin;
+            acc[k] |= w[k] & is_fin;
     }
     for (size_t k = 0; k < ms / 4; k++) {
         inner[4 * k] = (uint8_t)(acc[k] >> 24);
@@ -240,26 +319,37 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     /* Every byte that may be MAC or padding: the padding bytes must equal pad, the MAC bytes
      * go to rot[] at (position - window start) mod ms. */
     memset(rot, 0, sizeof(rot));
-    for (size_t j = len - 1 - maxpad - ms; j < len; j++) {
-        size_t in_mac = mask_ge(j, plen) & mask_lt(j, plen + ms);
+    for (size_t j = w0, end = plen + ms; j < len; j++) {
+        /* hidden, or gcc counts the loop in j - end and derives the load address from it */
+        size_t jh = mask_hide(j), in_pad = mask_ge(jh, end);
 
-        diff |= mask_ge(j, plen + ms) & (rec[j] ^ pad);
-        rot[cnt] |= rec[j] & (uint8_t)in_mac;
-        shift |= cnt & mask_eq(j, plen);
+        diff |= in_pad & (rec[j] ^ pad);
+        rot[cnt] |= rec[j] & (uint8_t)(mask_ge(jh, plen) & ~in_pad);
         if (++cnt == ms)
             cnt = 0;
     }
-    for (size_t k = 0; k < ms; k++) {
-        uint8_t b = 0;
+    /* The MAC's first byte is at rot[(plen - w0) mod ms]: the remainder by masked subtractions
+     * of 8, 4, 2 and 1 times ms (plen - w0 <= 255 < 16 * ms), no division. */
+    shift = plen - w0;
+    for (size_t m = 8; m > 0; m >>= 1)
+        shift -= mask_ge(shift, m * ms) & (m * ms);
+    /* Rotate rot[] left by shift (< ms <= 32) in five masked steps of 1, 2, 4, 8 and 16 bytes:
+     * every byte is read at every step, whatever the shift. */
+    for (unsigned int bit = 0; bit < 5; bit++) {
+        const size_t step = (size_t)1 << bit;          /* < ms: ms is 20 or 32 */
+        const uint64_t take = 0 - (uint64_t)((shift >> bit) & 1);
+        uint8_t tmp[MAX_MD] = { 0 };
 
-        for (size_t i = 0; i < ms; i++)
-            b |= rot[i] & (uint8_t)mask_eq(i, shift);
-        diff |= b ^ mac[k];
-        shift = (shift + 1) & mask_lt(shift + 1, ms);
+        memcpy(tmp, rot + step, ms - step);
+        memcpy(tmp + ms - step, rot, step);
+        for (size_t i = 0; i < MAX_MD; i += 8)
+            store_le(rot + i, (load_le(tmp + i) & take) | (load_le(rot + i) & ~take));
     }
+    for (size_t k = 0; k < ms; k++)
+        diff |= rot[k] ^ mac[k];
     good &= mask_zero(diff);
     OPENSSL_cleanse(&md, sizeof(md));
-    OPENSSL_cleanse(block, sizeof(block));
+    OPENSSL_cleanse(span, sizeof(span));
     OPENSSL_cleanse(inner, sizeof(inner));
     OPENSSL_cleanse(mac, sizeof(mac));
     OPENSSL_cleanse(rot, sizeof(rot));
