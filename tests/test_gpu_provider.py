@@ -62,7 +62,9 @@ def run_child(code, extra, timeout=300):
     env["OPENSSL_MODULES"] = str(BUILD)
     env["ACCELAES_SHM_NAME"] = f"/accelaes-gputest-{os.getpid()}-{secrets.token_hex(4)}"
     env.setdefault("T_SIZE", str((1 << 20) + 48))
-    env.update(extra)
+    env.update({k: v for k, v in extra.items() if v is not None})
+    for k in [k for k, v in extra.items() if v is None]:   # None: unset in the child only
+        env.pop(k, None)
     try:
         rc, results, stderr = evp.run_isolated(code, env=env, timeout=timeout)
         stat = None
@@ -158,9 +160,7 @@ def test_backend_cuda_real_plugin_without_gpu(require_provider):
     answer: correct output and exactly one line saying why."""
     if not CUDA.exists():
         pytest.skip(f"{CUDA} is not built (nvcc missing)")
-    env = {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16", "T_SIZE": "65536"}
-    env.pop("ACCELAES_GPU_PLUGIN", None)
-    os.environ.pop("ACCELAES_GPU_PLUGIN", None)
+    env = {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16", "T_SIZE": "65536", "ACCELAES_GPU_PLUGIN": None}
     rc, res, err, stat = run_child(IDENTITY, env)
     check_identity(res, rc, err)
     lines = warn_lines(err)
@@ -260,3 +260,34 @@ def test_fork_after_gpu_use(plugin):
         assert lines == [], err
     if stat is not None:
         assert stat["gpu_bytes"] >= 2 * (3 << 20), stat
+
+
+# backend=auto with gpu_min on auto: a process that has asked about little data never loads the
+# plugin (CUDA start-up would cost it more than it could win); one that goes on does.
+DEFER = r"""
+import os
+lc = evp.LibCtx(["default", "accelaes"], modules_dir=os.environ["OPENSSL_MODULES"])
+a, r = lc.fetch("AES-128-CTR", "accelaes"), lc.fetch("AES-128-CTR", "default")
+key, iv = os.urandom(16), os.urandom(16)
+t, x = evp.CipherCtx(a, key, iv, 1, padding=False), evp.CipherCtx(r, key, iv, 1, padding=False)
+mapped = lambda: "accelaes-fakegpu" in open("/proc/self/maps").read()
+data = os.urandom(1 << 20)
+ok = all(t.update(data) == x.update(data) for _ in range(16))
+emit({"early_ok": ok, "early_mapped": mapped()})
+data = os.urandom(32 << 20)
+ok = all(t.update(data) == x.update(data) for _ in range(10))
+emit({"late_ok": ok, "late_mapped": mapped()})
+"""
+
+
+def test_auto_defers_plugin_load(require_provider):
+    if not FAKE.exists():
+        pytest.skip(f"{FAKE} is not built")
+    env = {"ACCELAES_BACKEND": "auto", "ACCELAES_GPU_PLUGIN": str(FAKE), "ACCELAES_GPU_MIN": None}
+    rc, res, err, _ = run_child(DEFER, env)
+    assert rc == 0, err
+    got = {k: v for r in res for k, v in r.items()}
+    assert got.get("early_ok") and got.get("late_ok"), (res, err)
+    assert not got["early_mapped"], "the plugin was loaded after only 16 MiB of requests"
+    assert got["late_mapped"], "the plugin was never loaded after 336 MiB of requests"
+    assert warn_lines(err) == [], err
