@@ -95,12 +95,12 @@ static void wait_fd_cleanup(ASYNC_WAIT_CTX *w, const void *key, OSSL_ASYNC_FD fd
     close(fd);
 }
 
-/* Give the job's wait context our fd, once per context. The fd is an eventfd that is always
- * readable: a paused batch job is always ready to be resumed (on resume it either finds its
- * request done or moves the batch on), so the application's select/poll returns at once and
- * no read or write is needed per pause. Applications such as `openssl speed -async_jobs`
- * select on exactly one fd per context and would block on stdin without one.
- * Returns 1 when the context has the fd (or there is no context), 0 on failure. */
+/* Give the job's wait context our fd, once per context: an eventfd, readable whenever the
+ * job may be resumed. A paused batch job always may (on resume it finds its request done or
+ * moves the batch on), so the fd is made readable before every pause and never drained here.
+ * Applications such as `openssl speed -async_jobs` select on exactly one fd per context (and
+ * would block on stdin without one). Returns the fd, -1 when the job has no wait context,
+ * -2 on failure. */
 static int ensure_wait_fd(ASYNC_JOB *job)
 {
     ASYNC_WAIT_CTX *w = ASYNC_get_wait_ctx(job);
@@ -109,17 +109,33 @@ static int ensure_wait_fd(ASYNC_JOB *job)
     int efd;
 
     if (w == NULL)
-        return 1;
+        return -1;
     if (ASYNC_WAIT_CTX_get_fd(w, &wait_key, &fd, &custom))
-        return 1;
-    efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+        return fd;
+    efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (efd < 0)
-        return 0;
+        return -2;
     if (!ASYNC_WAIT_CTX_set_wait_fd(w, &wait_key, efd, NULL, wait_fd_cleanup)) {
         close(efd);
-        return 0;
+        return -2;
     }
-    return 1;
+    return efd;
+}
+
+/* Signal "ready to resume" just before pausing. A write per pause, not one at creation:
+ * an application watching the fd edge-triggered (epoll EPOLLET) needs a new event for every
+ * pause, and one that drains the fd must see it readable again. Measured with
+ * `openssl speed -async_jobs 16`, the write costs about 6% at 16 KiB and 20% at 1 KiB against
+ * an fd made readable once; hanging an edge-triggered application would cost more. The
+ * counter never nears its limit (2^64 - 2) at one increment per pause; a failed write
+ * (EAGAIN there) still leaves the fd readable. */
+static void wait_fd_signal(int fd)
+{
+    static const uint64_t one = 1;
+
+    if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+        /* Nothing to do: the counter is non-zero, so the fd is readable anyway. */
+    }
 }
 
 /* Only CBC-encrypt is batched: it is serial within a stream, so lanes over streams win
@@ -232,6 +248,7 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
     batch_req req;
     size_t lanes;
     uint64_t seen;
+    int fd;
 
     if (ctx == NULL || in == NULL || out == NULL || ctx->eng == NULL || !batch_pays(ctx, len))
         return 0;
@@ -245,7 +262,7 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
         b->solo_skip--;
         return 0;
     }
-    if (!ensure_wait_fd(job))
+    if ((fd = ensure_wait_fd(job)) == -2)
         return 0;
 
     lanes = batch_lanes();
@@ -267,6 +284,7 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
         /* The application resumes this job when it likes (our fd is always ready). A pause
          * that fails, or is blocked (ASYNC_block_pause), returns at once: nobody joined, so
          * the queue is flushed below and the request is still done. */
+        wait_fd_signal(fd);
         (void)ASYNC_pause_job();
         if (req.done != 0)
             break;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <openssl/async.h>
 #include <openssl/evp.h>
@@ -334,6 +335,54 @@ static void test_wait_fd(void)
     jobs_close(&s, &j, 1);
 }
 
+/* An application that watches the wait fd edge-triggered (epoll EPOLLET) and resumes the job
+ * only on an event: every pause must bring a new event, or the job would wait for ever. The
+ * epoll timeout is a hang guard (the event is due at once), not a performance claim. */
+static void test_wait_fd_edge(void)
+{
+    stream s;
+    jobslot j;
+    OSSL_ASYNC_FD fd;
+    size_t nfds = 0;
+    int ep = epoll_create1(EPOLL_CLOEXEC), pauses = 0, missed = 0, r;
+
+    if (ep < 0 || !stream_init(&s, 3, 4096) || (j.wctx = ASYNC_WAIT_CTX_new()) == NULL) {
+        check(0, "set-up");
+        return;
+    }
+    j.job = NULL;
+    j.s = &s;
+    j.live = 1;
+    j.pauses = 0;
+    r = start_or_resume(&j);
+    if (r == 1 && ASYNC_WAIT_CTX_get_all_fds(j.wctx, &fd, &nfds) && nfds == 1) {
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+            missed++;
+        while (j.live && !missed) {
+            struct epoll_event got;
+
+            if (epoll_wait(ep, &got, 1, 5000) != 1) {
+                missed++;
+                break;
+            }
+            pauses++;
+            start_or_resume(&j);
+        }
+    } else {
+        missed++;
+    }
+    check(!missed && !j.live, "edge-triggered epoll: an event for every pause, the job finishes");
+    check(pauses >= 2, "edge-triggered epoll: the job paused more than once (a second edge was needed)");
+    check(stream_ok(&s), "edge-triggered epoll: stream equals OpenSSL's");
+    for (int k = 0; j.live && k < 1000; k++)
+        start_or_resume(&j);
+    ASYNC_WAIT_CTX_free(j.wctx);
+    stream_free(&s);
+    close(ep);
+}
+
 /* A partial batch closed by the timeout: job A queues and pauses; job B comes after more
  * than the timeout, finds A waiting too long, and runs both without pausing. Without the
  * delay, B pauses to wait for more companions. */
@@ -520,7 +569,7 @@ int main(void)
 {
     unsigned seed = (unsigned)(getenv("TEST_SEED") ? strtoul(getenv("TEST_SEED"), NULL, 10) : 4242u);
     void (*const scenarios[])(void) = {
-        test_outside_job, test_refusals, test_wait_fd, test_blocked_pause, timeout0, timeout200,
+        test_outside_job, test_refusals, test_wait_fd, test_wait_fd_edge, test_blocked_pause, timeout0, timeout200,
         test_timeout_resume,
         jobs16, jobs40, jobs5, jobs3, jobs1, test_fork
     };
