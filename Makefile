@@ -23,8 +23,8 @@ ifeq ($(HAVE_NUMA),1)
   CFLAGS_BASE += -DHAVE_NUMA=1
   LDLIBS += -lnuma
 endif
-CFLAGS_BASE += -fopenmp
-LDLIBS += -fopenmp
+# The worker pool is a pthread pool (scheduler/pool.c says why: a forked child hangs in libgomp);
+# OpenMP is used only by the seed-style comparison program in bench/.
 CFLAGS := $(CFLAGS_BASE) $(EXTRA_CFLAGS)
 
 CORE_SRC := $(wildcard provider/*.c accel/cpu/*.c scheduler/*.c)
@@ -86,7 +86,7 @@ $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD
 
 $(BUILD)/tests/%: tests/c/%.c $(BUILD)/libaccelaes.a $(TESTLIB_OBJ)
 	@mkdir -p $(BUILD)/tests
-	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libaccelaes.a $(LDLIBS)
+	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
 
 # ---- CUDA plugin (accel/cuda/), built only where nvcc exists ----
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -109,7 +109,7 @@ speed: all
 BENCH_BIN := $(BUILD)/bench/seed_files $(BUILD)/bench/reqload
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libaccelaes.a
 	@mkdir -p $(BUILD)/bench
-	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
 
 bench: all $(BENCH_BIN)
 	$(PYTHON) bench/run.py $(BENCH_ARGS)
