@@ -1,7 +1,8 @@
 """tests/test_mb.py: the multi-buffer engine and async batching, through their C tests:
 build/tests/test_mb (accel/cpu/mb.c against OpenSSL: random mixes of ops, key sizes, IVs and
 lengths, >= 64 KiB pieces, CTR carries, in place), build/tests/test_async_batch (provider/batch.c
-driven by ASYNC jobs: timeouts, the wait fd, ASYNC_block_pause, fork while queued) and
+driven by ASYNC jobs: random job mixes, what is never taken, ASYNC_block_pause),
+build/tests/test_async_wait (the wait fd, edge-triggered epoll, timeouts, fork while queued) and
 build/tests/test_async_provider (ASYNC jobs encrypting through build/accelaes.so)."""
 
 import re
@@ -28,7 +29,7 @@ def run_c_test(name, env, timeout=120):
     return out
 
 
-@pytest.mark.parametrize("name", ["test_mb", "test_async_batch"])
+@pytest.mark.parametrize("name", ["test_mb", "test_async_batch", "test_async_wait"])
 def test_c(name, openssl_env, seed):
     env = dict(openssl_env, TEST_SEED=str(seed))
     run_c_test(name, env)
