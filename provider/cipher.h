@@ -29,6 +29,10 @@ typedef struct acc_cipher_ctx {
     uint8_t buf[16];              /* ECB/CBC: partial block held back; CTR: current keystream block */
     size_t bufsz;                 /* ECB/CBC: bytes in buf */
     unsigned int num;             /* CTR: bytes of the keystream block in buf already used (0..15) */
+    /* Inline bytes and requests not yet published to the scheduler's counters: small calls
+     * add here (no thread-local lookup on the hot path) and publish every ACC_ACCT_FLUSH bytes
+     * and when the context is freed. */
+    uint64_t acct_bytes, acct_reqs;
     /* TLS 1.0-1.2 CBC record handling (provider/tls.c) */
     unsigned int tlsversion;      /* 0: not a TLS record context */
     size_t tlsmacsize;
@@ -36,9 +40,33 @@ typedef struct acc_cipher_ctx {
     int tlsmac_alloced;
 } acc_cipher_ctx;
 
+#define ACC_ACCT_FLUSH (64u * 1024u)
+
+/* Whole blocks on the calling thread with the context's engine; iv is the CBC IV or the CTR
+ * counter to use and advance. */
+static inline void acc_run_engine(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out,
+                                  size_t nblocks, uint8_t iv[16])
+{
+    const acc_engine *e = c->eng;
+
+    switch (c->mode) {
+    case ACC_MODE_ECB:
+        (c->enc ? e->ecb_enc : e->ecb_dec)(&c->ks, in, out, nblocks);
+        break;
+    case ACC_MODE_CBC:
+        (c->enc ? e->cbc_enc : e->cbc_dec)(&c->ks, in, out, nblocks, iv);
+        break;
+    default:
+        e->ctr(&c->ks, in, out, nblocks, iv);
+        break;
+    }
+}
+
 /* Run whole blocks through the offload policy (inline / split / batch / GPU), updating ctx->iv.
  * len is a multiple of 16. in == out is legal. Returns 1 on success, 0 on failure. */
 int acc_policy_blocks(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len);
+/* The size below which nothing but the inline path can pay, for these settings. */
+size_t acc_policy_inline_below(const acc_settings *s);
 
 /* ---- TLS (provider/tls.c) ---- */
 int  acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t outsize,

@@ -50,12 +50,20 @@ static void *aes_newctx(void *provctx, acc_mode mode, size_t keylen)
     return c;
 }
 
+static void acct_publish(acc_cipher_ctx *c)
+{
+    if (c->acct_reqs > 0)
+        acc_sched_count(ACC_PATH_INLINE, c->acct_bytes, c->acct_reqs);
+    c->acct_bytes = c->acct_reqs = 0;
+}
+
 static void aes_freectx(void *vctx)
 {
     acc_cipher_ctx *c = vctx;
 
     if (c == NULL)
         return;
+    acct_publish(c);
     if (c->key_set)
         c->eng->free_key(&c->ks);
     acc_tls_cleanup(c);
@@ -72,6 +80,7 @@ static void *aes_dupctx(void *vctx)
         return NULL;
     }
     memcpy(d, s, sizeof(*d));
+    d->acct_bytes = d->acct_reqs = 0;   /* the original publishes what it did */
     d->tlsmac = NULL;
     d->tlsmac_alloced = 0;
     if ((s->key_set && !s->eng->copy_key(&d->ks, &s->ks)) || !acc_tls_dup(d, s)) {
@@ -321,6 +330,15 @@ static inline int check_call(const acc_cipher_ctx *c, const unsigned char *out, 
 
 static inline int run_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
 {
+    /* Small requests: straight to the engine, counted in the context (see acct_bytes). */
+    if (len < c->prov->inline_below) {
+        acc_run_engine(c, in, out, len / ACC_AES_BLOCK, c->iv);
+        c->acct_bytes += len;
+        c->acct_reqs++;
+        if (c->acct_bytes >= ACC_ACCT_FLUSH)
+            acct_publish(c);
+        return 1;
+    }
     if (!acc_policy_blocks(c, in, out, len)) {
         acc_raise(ACC_R_ENGINE_FAILURE, "processing %zu bytes failed", len);
         return 0;
@@ -328,21 +346,14 @@ static inline int run_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out,
     return 1;
 }
 
-static int aes_block_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
-                            const unsigned char *in, size_t inl)
+/* Everything but the common case: partial blocks, held-back blocks, TLS records. */
+static __attribute__((noinline)) int block_update_general(acc_cipher_ctx *c, unsigned char *out, size_t *outl,
+                                                          size_t outsize, const unsigned char *in, size_t inl)
 {
-    acc_cipher_ctx *c = vctx;
     size_t total, produce, take;
 
     if (c->tlsversion > 0 && c->key_set)
         return acc_tls_update(c, out, outl, outsize, in, inl);
-    /* The common case first: whole blocks, nothing buffered, nothing to hold back. */
-    if (c->bufsz == 0 && inl % ACC_AES_BLOCK == 0 && inl > 0 && (c->enc || !c->pad)) {
-        if (!check_call(c, out, inl, outsize, in, inl) || !run_blocks(c, in, out, inl))
-            return 0;
-        *outl = inl;
-        return 1;
-    }
     total = c->bufsz + inl;
     produce = total & ~(size_t)(ACC_AES_BLOCK - 1);
     /* Decrypting with padding: a stream ending on a block boundary keeps its last block
@@ -377,6 +388,21 @@ static int aes_block_update(void *vctx, unsigned char *out, size_t *outl, size_t
         memcpy(c->buf, in, inl);
     c->bufsz = inl;
     return 1;
+}
+
+static int aes_block_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
+                            const unsigned char *in, size_t inl)
+{
+    acc_cipher_ctx *c = vctx;
+
+    /* The common case, kept small: whole blocks, nothing buffered, nothing to hold back. */
+    if (c->bufsz == 0 && c->tlsversion == 0 && inl % ACC_AES_BLOCK == 0 && inl > 0 && (c->enc || !c->pad)) {
+        if (!check_call(c, out, inl, outsize, in, inl) || !run_blocks(c, in, out, inl))
+            return 0;
+        *outl = inl;
+        return 1;
+    }
+    return block_update_general(c, out, outl, outsize, in, inl);
 }
 
 /* PKCS#7 check without branching on the pad bytes, so timing does not tell how wrong it was. */
@@ -478,7 +504,7 @@ static int ctr_run(acc_cipher_ctx *c, uint8_t *out, const uint8_t *in, size_t le
         for (size_t i = 0; i < len; i++)
             out[i] = in[i] ^ c->buf[i];
         n = (unsigned int)len;
-        acc_sched_count(ACC_PATH_INLINE, len, 0);
+        c->acct_bytes += len;
     }
     c->num = n;
     return 1;

@@ -12,6 +12,19 @@
 
 /* With gpu_min on auto, only requests this large ask the GPU glue (which calibrates). */
 #define GPU_AUTO_FLOOR (64u * 1024u)
+/* Below this, no path but inline can pay (batch.c's own floor for the lanes is higher). */
+#define POLICY_FLOOR 256u
+
+size_t acc_policy_inline_below(const acc_settings *s)
+{
+    size_t m = POLICY_FLOOR;
+
+    if (s->split_min < m)
+        m = s->split_min;
+    if (s->gpu_min != 0 && s->gpu_min < m)
+        m = s->gpu_min;
+    return m;
+}
 /* A split piece is at least this large: below it, handing it out costs more than it saves. */
 #define SPLIT_PIECE_MIN (32u * 1024u)
 #define SPLIT_MAX_PIECES 64
@@ -28,26 +41,10 @@ static int op_of(const acc_cipher_ctx *c)
     }
 }
 
-/* Whole blocks on the calling thread; iv is the CBC IV or CTR counter to use and advance. */
-static inline void run_engine(const acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out,
-                       size_t nblocks, uint8_t iv[16])
-{
-    const acc_engine *e = c->eng;
-
-    switch (op) {
-    case ACC_GPU_ECB_ENC: e->ecb_enc(&c->ks, in, out, nblocks); break;
-    case ACC_GPU_ECB_DEC: e->ecb_dec(&c->ks, in, out, nblocks); break;
-    case ACC_GPU_CBC_ENC: e->cbc_enc(&c->ks, in, out, nblocks, iv); break;
-    case ACC_GPU_CBC_DEC: e->cbc_dec(&c->ks, in, out, nblocks, iv); break;
-    default:              e->ctr(&c->ks, in, out, nblocks, iv); break;
-    }
-}
-
 /* ---- split: ECB, CTR and CBC-decrypt are parallel over blocks ---- */
 
 typedef struct {
     const acc_cipher_ctx *c;
-    int op;
     const uint8_t *in;
     uint8_t *out;
     size_t nblocks, piece_blocks;
@@ -62,7 +59,7 @@ static void split_piece(void *arg, size_t i)
     uint8_t iv[16];
 
     memcpy(iv, j->ivs[i], 16);
-    run_engine(j->c, j->op, j->in + first * 16, j->out + first * 16, nb, iv);
+    acc_run_engine(j->c, j->in + first * 16, j->out + first * 16, nb, iv);
 }
 
 static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out, size_t len)
@@ -77,7 +74,6 @@ static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out,
     if (npieces > SPLIT_MAX_PIECES)
         npieces = SPLIT_MAX_PIECES;
     j.c = c;
-    j.op = op;
     j.in = in;
     j.out = out;
     j.nblocks = len / 16;
@@ -158,7 +154,7 @@ int acc_policy_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t
             return split_run(c, op, in, out, len);
     }
 inline_path:
-    run_engine(c, op, in, out, len / 16, c->iv);
+    acc_run_engine(c, in, out, len / 16, c->iv);
     acc_sched_count(ACC_PATH_INLINE, len, 1);
     return 1;
 }

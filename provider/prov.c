@@ -10,6 +10,7 @@
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include "provider/algs.h"
+#include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
 #include "scheduler/sched.h"
 
@@ -212,6 +213,7 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
         OPENSSL_free(prov);
         return 0;
     }
+    prov->inline_below = acc_policy_inline_below(&prov->settings);
     prov->eng = acc_engine_default();
     if (prov->eng == NULL) {
         acc_raise(ACC_R_ENGINE_FAILURE, "no AES engine is usable on this CPU");

@@ -17,6 +17,7 @@ typedef struct acc_prov_ctx {
     OSSL_LIB_CTX *priv_libctx;    /* private: default provider, for the DRBG delegate and the EVP engine */
     acc_settings settings;
     const acc_engine *eng;        /* the inline engine (AES-NI, or nested EVP without it) */
+    size_t inline_below;          /* requests shorter than this run inline without asking the policy */
 } acc_prov_ctx;
 
 /* Reason codes (the table in prov.c gives each its text). */
