@@ -52,7 +52,7 @@ static void *aes_newctx(void *provctx, acc_mode mode, size_t keylen)
 
 static void acct_publish(acc_cipher_ctx *c)
 {
-    if (c->acct_reqs > 0)
+    if (c->acct_bytes > 0 || c->acct_reqs > 0)
         acc_sched_count(ACC_PATH_INLINE, c->acct_bytes, c->acct_reqs);
     c->acct_bytes = c->acct_reqs = 0;
 }

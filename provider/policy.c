@@ -135,8 +135,11 @@ int acc_policy_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t
 
     /* Multi-buffer lanes pay for CBC-encrypt, the one mode that is serial within a stream;
      * the batch engine itself declines outside async jobs. */
-    if (op == ACC_GPU_CBC_ENC && acc_batch_submit(c, in, out, len))
-        return 1;
+    if (op == ACC_GPU_CBC_ENC) {
+        int r = acc_batch_submit(c, in, out, len);   /* counts its own bytes, raises its own error */
+        if (r != 0)
+            return r > 0;
+    }
     if (len >= s->split_min || (s->gpu_min != 0 && len >= s->gpu_min) || len >= GPU_AUTO_FLOOR) {
         if (overlaps_partially(in, out, len))
             goto inline_path;
