@@ -47,6 +47,7 @@ static void *aes_newctx(void *provctx, acc_mode mode, size_t keylen)
     c->mode = mode;
     c->keylen = keylen;
     c->pad = 1;
+    c->inline_below = prov->inline_below;
     return c;
 }
 
@@ -331,7 +332,7 @@ static inline int check_call(const acc_cipher_ctx *c, const unsigned char *out, 
 static inline int run_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
 {
     /* Small requests: straight to the engine, counted in the context (see acct_bytes). */
-    if (len < c->prov->inline_below) {
+    if (len < c->inline_below) {
         acc_run_engine(c, in, out, len / ACC_AES_BLOCK, c->iv);
         c->acct_bytes += len;
         c->acct_reqs++;
