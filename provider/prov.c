@@ -66,7 +66,9 @@ OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
     lc = prov->priv_libctx;
     if (lc == NULL) {
         lc = OSSL_LIB_CTX_new();
-        if (lc != NULL && OSSL_PROVIDER_load(lc, "default") == NULL) {
+        /* The handle OSSL_PROVIDER_load returns holds a reference of its own, which
+         * OSSL_LIB_CTX_free does not drop: it is kept to be unloaded at teardown. */
+        if (lc != NULL && (prov->priv_default = OSSL_PROVIDER_load(lc, "default")) == NULL) {
             OSSL_LIB_CTX_free(lc);
             lc = NULL;
         }
@@ -84,6 +86,8 @@ static void prov_teardown(void *vprov)
 
     if (prov == NULL)
         return;
+    if (prov->priv_default != NULL)
+        OSSL_PROVIDER_unload(prov->priv_default);
     OSSL_LIB_CTX_free(prov->priv_libctx);
     OPENSSL_free(prov);
 }

@@ -15,6 +15,7 @@ typedef struct acc_prov_ctx {
     const OSSL_CORE_HANDLE *handle;
     OSSL_LIB_CTX *libctx;         /* the core's library context (for EVP_CIPHER_CTX-free helpers) */
     OSSL_LIB_CTX *priv_libctx;    /* private: default provider, for the DRBG delegate and the EVP engine */
+    OSSL_PROVIDER *priv_default;  /* the default provider loaded there: unloaded before the context is freed */
     acc_settings settings;
     const acc_engine *eng;        /* the inline engine (AES-NI, or nested EVP without it) */
     size_t inline_below;          /* requests shorter than this run inline without asking the policy */
