@@ -1,6 +1,7 @@
 /* accel/cuda/pipeline.cu: run() for one slot: jobs are cut into chunks staged through the slot's
  * pinned buffers, each chunk on its own stream (copy in, kernels, copy out overlap across chunks),
- * and written back to the callers' buffers strictly in order, so a failure leaves a correct prefix. */
+ * and written back to the callers' buffers strictly in order, so a failure leaves a correct prefix.
+ * The host copies of a chunk are split over the process's host team (host_team.cu). */
 #include <string.h>
 #include "accel/engine.h"
 #include "accel/cuda/runtime.h"
@@ -16,6 +17,8 @@ typedef struct group {
     size_t n;
     int fwd_grid_max, inv_grid_max;
     size_t chunk;   /* bytes per chunk for this group (<= the staging buffer size) */
+    int nt;         /* copies use non-temporal stores */
+    acc_ht *team;   /* host threads sharing each chunk's copies, or NULL */
 } group;
 
 static int is_fwd(int op) { return op == ACC_GPU_ECB_ENC || op == ACC_GPU_CTR; }
@@ -57,14 +60,14 @@ static void wipe_keys(group *g)
 
 static int rounds_of(int keybits) { return keybits / 32 + 6; }
 
-/* Fill buffer bf with the next chunk from cursor c and queue its copies and kernels on its
- * stream. prev: the buffer of the chunk before (for CBC-encrypt chaining), or NULL. */
-static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
+static int needs_in(int op) { return !(op == ACC_GPU_CTR && acc_cu.ctr_ks); }
+
+/* Decide the next chunk's pieces from cursor c (job order, staging offsets); copies nothing yet. */
+static void plan_chunk(group *g, cursor *c, acc_cu_plan *p)
 {
-    size_t pos = 0, np = 0, nf = 0, ni = 0;
-    int need_in = 0, chain = 0;
-    bf->nwb = 0;
-    /* pass 1: decide the pieces (job order) and copy inputs into pinned memory */
+    size_t pos = 0;
+    p->nwb = p->nf = p->ni = 0;
+    p->need_in = 0;
     while (c->j < g->n && pos < g->chunk) {
         acc_gpu_job *jb = &g->jobs[c->j];
         size_t take = jb->len - c->off;
@@ -75,18 +78,15 @@ static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
             c->off = 0;
             continue;
         }
-        acc_cu_wb *w = &bf->wb[bf->nwb++];
+        acc_cu_wb *w = &p->wb[p->nwb++];
         w->job = (uint32_t)c->j;
         w->op = (uint8_t)jb->op;
         w->joff = c->off;
         w->len = take;
         w->pos = pos;
-        if (!(jb->op == ACC_GPU_CTR && acc_cu.ctr_ks)) {
-            memcpy(bf->h + pos, jb->in + c->off, take);
-            need_in = 1;
-        }
-        nf += is_fwd(jb->op);
-        ni += is_inv(jb->op);
+        p->need_in |= needs_in(jb->op);
+        p->nf += is_fwd(jb->op);
+        p->ni += is_inv(jb->op);
         pos += take;
         c->off += take;
         if (c->off == jb->len) {
@@ -94,12 +94,77 @@ static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
             c->off = 0;
         }
     }
-    np = bf->nwb;
-    /* pass 2: piece descriptors, grouped per kernel with a running block index each */
+    p->bytes = pos;
+}
+
+/* One task for the host team over a staging buffer's byte range: copy a finished chunk out to the
+ * callers (or XOR its keystream into their data), then copy the next chunk's input in. Both walk the
+ * same staging offsets, so whoever copies a range out also refills it: no range is overwritten
+ * before it was read, without any barrier between the two. */
+typedef struct swap {
+    group *g;
+    uint8_t *h;
+    const acc_cu_plan *out, *in;   /* either may be NULL */
+} swap;
+
+/* The first piece of p that ends after staging offset lo. */
+static size_t first_after(const acc_cu_plan *p, size_t lo)
+{
+    size_t a = 0, b = p->nwb;
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (p->wb[m].pos + p->wb[m].len <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+static void swap_range(void *arg, size_t lo, size_t hi)
+{
+    const swap *s = (const swap *)arg;
+    for (int ph = 0; ph < 2; ph++) {
+        const acc_cu_plan *p = ph ? s->in : s->out;
+        if (!p || (ph && !p->need_in))
+            continue;
+        for (size_t i = first_after(p, lo); i < p->nwb && p->wb[i].pos < hi; i++) {
+            const acc_cu_wb *w = &p->wb[i];
+            acc_gpu_job *jb = &s->g->jobs[w->job];
+            size_t a = w->pos > lo ? w->pos : lo, b = w->pos + w->len < hi ? w->pos + w->len : hi;
+            size_t at = w->joff + (a - w->pos);
+            if (ph) {
+                if (needs_in(w->op))
+                    acc_hc_copy(s->h + a, jb->in + at, b - a, s->g->nt);
+            } else if (w->op == ACC_GPU_CTR && acc_cu.ctr_ks)
+                acc_hc_xor(jb->out + at, jb->in + at, s->h + a, b - a, s->g->nt);
+            else
+                acc_hc_copy(jb->out + at, s->h + a, b - a, s->g->nt);
+        }
+    }
+}
+
+static void host_work(group *g, uint8_t *h, const acc_cu_plan *out, const acc_cu_plan *in)
+{
+    swap s = { g, h, out, in };
+    size_t total = out ? out->bytes : 0;
+    if (in && in->need_in && in->bytes > total)
+        total = in->bytes;
+    acc_ht_run(g->team, total, swap_range, &s);
+}
+
+/* Queue the copies and kernels of the chunk planned in bf->p (its input already staged) on bf's
+ * stream. prev: the buffer of the chunk before, still in flight (CBC-encrypt chaining), or NULL. */
+static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
+{
+    const acc_cu_plan *pl = &bf->p;
+    size_t np = pl->nwb, nf = pl->nf, ni = pl->ni;
+    int chain = 0;
+    /* piece descriptors, grouped per kernel with a running block index each */
     size_t at[3] = { 0, nf, nf + ni };
     uint32_t first[3] = { 0, 0, 0 };
     for (size_t i = 0; i < np; i++) {
-        acc_cu_wb *w = &bf->wb[i];
+        acc_cu_wb *w = &pl->wb[i];
         acc_gpu_job *jb = &g->jobs[w->job];
         int k = is_fwd(w->op) ? 0 : is_inv(w->op) ? 1 : 2;
         acc_piece *p = &bf->h_pieces[at[k]++];
@@ -118,7 +183,7 @@ static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
             acc_ctr_add(jc, p->nblk);
             memcpy(w->next_iv, jc, 16);
         } else if (w->op == ACC_GPU_CBC_DEC) {
-            memcpy(jc, bf->h + w->pos + w->len - 16, 16);   /* input: read before anything is written */
+            memcpy(jc, bf->h + w->pos + w->len - 16, 16);   /* the staged input, before the kernel runs */
             memcpy(w->next_iv, jc, 16);
         } else if (w->op == ACC_GPU_CBC_ENC && w->joff > 0) {
             p->flags = ACC_PIECE_CHAIN;
@@ -127,7 +192,7 @@ static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
     }
     cudaStream_t st = bf->st;
     if (acc_cu_check(cudaMemcpyAsync(bf->d_pieces, bf->h_pieces, np * sizeof(acc_piece), cudaMemcpyHostToDevice, st), "copy pieces")
-        || (need_in && acc_cu_check(cudaMemcpyAsync(bf->d_in, bf->h, pos, cudaMemcpyHostToDevice, st), "copy in"))
+        || (pl->need_in && acc_cu_check(cudaMemcpyAsync(bf->d_in, bf->h, pl->bytes, cudaMemcpyHostToDevice, st), "copy in"))
         || (chain && prev && acc_cu_check(cudaStreamWaitEvent(st, prev->kdone, 0), "cudaStreamWaitEvent")))
         return -1;
     acc_kargs a;
@@ -158,52 +223,48 @@ static int stage(group *g, cursor *c, acc_cu_buf *bf, acc_cu_buf *prev)
             return -1;
     }
     if (acc_cu_check(cudaEventRecord(bf->kdone, st), "cudaEventRecord")
-        || acc_cu_check(cudaMemcpyAsync(bf->h, bf->d_out, pos, cudaMemcpyDeviceToHost, st), "copy out")
+        || acc_cu_check(cudaMemcpyAsync(bf->h, bf->d_out, pl->bytes, cudaMemcpyDeviceToHost, st), "copy out")
         || acc_cu_check(cudaEventRecord(bf->done, st), "cudaEventRecord"))
         return -1;
     return 0;
 }
 
-static void xor_into(uint8_t *out, const uint8_t *in, const uint8_t *ks, size_t len)
+/* A completed chunk: advance its jobs' done and iv. Called before its output is copied out (that
+ * cannot fail) and before anything new is staged over it (CBC-encrypt reads its last block there). */
+static void account(group *g, const acc_cu_buf *bf)
 {
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t a, b;
-        memcpy(&a, in + i, 8);
-        memcpy(&b, ks + i, 8);
-        a ^= b;
-        memcpy(out + i, &a, 8);
-    }
-    for (; i < len; i++)
-        out[i] = in[i] ^ ks[i];
-}
-
-/* Wait for a chunk, then copy its output to the callers in order and advance done / iv. */
-static int write_back(group *g, acc_cu_buf *bf)
-{
-    if (acc_cu_check(cudaEventSynchronize(bf->done), "chunk"))
-        return -1;
-    for (size_t i = 0; i < bf->nwb; i++) {
-        acc_cu_wb *w = &bf->wb[i];
+    for (size_t i = 0; i < bf->p.nwb; i++) {
+        const acc_cu_wb *w = &bf->p.wb[i];
         acc_gpu_job *jb = &g->jobs[w->job];
-        const uint8_t *src = bf->h + w->pos;
-        if (w->op == ACC_GPU_CTR && acc_cu.ctr_ks)
-            xor_into(jb->out + w->joff, jb->in + w->joff, src, w->len);
-        else
-            memcpy(jb->out + w->joff, src, w->len);
         jb->done = w->joff + w->len;
         if (w->op == ACC_GPU_CTR || w->op == ACC_GPU_CBC_DEC)
             memcpy(jb->iv, w->next_iv, 16);
         else if (w->op == ACC_GPU_CBC_ENC)
-            memcpy(jb->iv, src + w->len - 16, 16);
+            memcpy(jb->iv, bf->h + w->pos + w->len - 16, 16);
     }
-    return 0;
 }
 
-/* One group of at most ACC_CU_MAXJOBS jobs through the slot's ring of buffers. */
+/* Whether another chunk may be staged. The test hook ACCELAES_CUDA_FAIL_AFTER ends staging with an
+ * error here; chunks already in flight are still written back. */
+static int may_stage(group *g, const cursor *c, long *chunks_left, int *stop, int *rc)
+{
+    if (*stop || c->j >= g->n)
+        return 0;
+    if (*chunks_left == 0) {
+        *rc = acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
+        *stop = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* One group of at most ACC_CU_MAXJOBS jobs through the slot's ring of buffers. The ring first
+ * fills (stage only); then each step waits for the oldest chunk, and one host task copies it out
+ * and stages the next chunk into the same buffer; at the end the ring drains (copy out only). */
 static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left)
 {
-    group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms, acc_cu.chunk };
+    group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms, acc_cu.chunk,
+                0, NULL };
     /* A group smaller than the ring would be one or two chunks with nothing to overlap: cut it
      * into nbuf chunks (not below 256 KiB), so copy-in, kernel and copy-out still pipeline. */
     size_t total = 0;
@@ -214,20 +275,22 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
         want = 256u << 10;
     if (acc_cu.adapt && want < g.chunk)
         g.chunk = want;
+    /* Large groups stream through the cache: non-temporal stores spare the read-for-ownership of
+     * every destination line and keep the caller's cache for the caller. */
+    g.nt = acc_cu.nt_min && total >= acc_cu.nt_min;
+    g.team = acc_cu_team();
     cursor c = { 0, 0 };
     size_t head = 0, tail = 0;   /* chunks staged / written back (ring index = count % nbuf) */
     int rc = 0, stop = 0;        /* stop: stage no more; chunks already in flight are still written back */
+    const size_t nbuf = (size_t)acc_cu.nbuf;
     if (upload_keys(&g))
         return -1;
     for (;;) {
-        if (!stop && c.j < n && head - tail < (size_t)acc_cu.nbuf) {
-            if (*chunks_left == 0) {
-                rc = acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
-                stop = 1;
-                continue;
-            }
-            acc_cu_buf *prev = head > tail ? &sl->buf[(head - 1) % acc_cu.nbuf] : NULL;
-            if (stage(&g, &c, &sl->buf[head % acc_cu.nbuf], prev) == 0) {
+        if (head - tail < nbuf && may_stage(&g, &c, chunks_left, &stop, &rc)) {
+            acc_cu_buf *bf = &sl->buf[head % nbuf];
+            plan_chunk(&g, &c, &bf->p);
+            host_work(&g, bf->h, NULL, &bf->p);
+            if (launch(&g, bf, head > tail ? &sl->buf[(head - 1) % nbuf] : NULL) == 0) {
                 head++;
                 if (*chunks_left > 0)
                     (*chunks_left)--;
@@ -239,11 +302,30 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
         if (tail == head)
             break;
         /* In order: a chunk is written back only if every chunk before it was. */
-        if (write_back(&g, &sl->buf[tail % acc_cu.nbuf])) {
+        acc_cu_buf *bf = &sl->buf[tail % nbuf];
+        if (acc_cu_check(cudaEventSynchronize(bf->done), "chunk")) {
             rc = -1;
             break;
         }
+        int refill = head - tail == nbuf && may_stage(&g, &c, chunks_left, &stop, &rc);
+        if (refill)
+            plan_chunk(&g, &c, &sl->spare);
+        account(&g, bf);
+        host_work(&g, bf->h, &bf->p, refill ? &sl->spare : NULL);
         tail++;
+        if (!refill)
+            continue;
+        acc_cu_plan done = bf->p;   /* the buffer now holds the new chunk: swap the plans */
+        bf->p = sl->spare;
+        sl->spare = done;
+        if (launch(&g, bf, &sl->buf[(head - 1) % nbuf]) == 0) {
+            head++;
+            if (*chunks_left > 0)
+                (*chunks_left)--;
+        } else {
+            rc = -1;
+            stop = 1;
+        }
     }
     if (rc)   /* nothing may still be queued when the buffers are next used */
         for (int b = 0; b < acc_cu.nbuf; b++)

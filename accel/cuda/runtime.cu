@@ -109,6 +109,8 @@ static void pinned_free(uint8_t *p, int numa, size_t len)
 
 static void release_all(void)
 {
+    if (acc_cu.team_ready)   /* helpers touch callers' buffers only inside a run: none is running */
+        acc_ht_stop(&acc_cu.team);
     for (int s = 0; s < ACC_CU_MAXSLOTS; s++) {
         acc_cu_slot *sl = &acc_cu.slot[s];
         for (int b = 0; b < ACC_CU_MAXBUF; b++) {
@@ -120,7 +122,7 @@ static void release_all(void)
             cudaFree(bf->d_out);
             cudaFreeHost(bf->h_pieces);
             cudaFree(bf->d_pieces);
-            free(bf->wb);
+            free(bf->p.wb);
             if (bf->kdone)
                 cudaEventDestroy(bf->kdone);
             if (bf->done)
@@ -134,6 +136,7 @@ static void release_all(void)
         cudaFree(sl->d_keys);
         cudaFree(sl->d_chain);
         free(sl->jctr);
+        free(sl->spare.wb);
     }
     cudaFree(acc_cu.d_tables);
     cudaGetLastError();
@@ -156,7 +159,8 @@ static int alloc_slot(acc_cu_slot *sl)
         || acc_cu_check(cudaMalloc((void **)&sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16), "cudaMalloc(chain)"))
         return -1;
     sl->jctr = (uint8_t(*)[16])calloc(ACC_CU_MAXJOBS, 16);
-    if (!sl->jctr)
+    sl->spare.wb = (acc_cu_wb *)calloc(ACC_CU_MAXJOBS, sizeof(acc_cu_wb));
+    if (!sl->jctr || !sl->spare.wb)
         return acc_cu_fail("out of host memory");
     for (int b = 0; b < acc_cu.nbuf; b++) {
         acc_cu_buf *bf = &sl->buf[b];
@@ -170,8 +174,8 @@ static int alloc_slot(acc_cu_slot *sl)
             || acc_cu_check(cudaHostAlloc((void **)&bf->h_pieces, pbytes, cudaHostAllocDefault), "cudaHostAlloc(pieces)")
             || acc_cu_check(cudaMalloc((void **)&bf->d_pieces, pbytes), "cudaMalloc(pieces)"))
             return -1;
-        bf->wb = (acc_cu_wb *)calloc(ACC_CU_MAXJOBS, sizeof(acc_cu_wb));
-        if (!bf->wb)
+        bf->p.wb = (acc_cu_wb *)calloc(ACC_CU_MAXJOBS, sizeof(acc_cu_wb));
+        if (!bf->p.wb)
             return acc_cu_fail("out of host memory");
     }
     return 0;
@@ -202,6 +206,15 @@ static int init_device(void)
     acc_cu.chunk = (size_t)env_long("ACCELAES_CUDA_CHUNK_KB", 4096, 64, 65536) * 1024;
     acc_cu.fail_after = env_long("ACCELAES_CUDA_FAIL_AFTER", -1, 0, 1L << 40);
     acc_cu.adapt = (int)env_long("ACCELAES_CUDA_ADAPT", 1, 0, 1);
+    /* One thread cannot keep up with PCIe: copying into and out of pinned memory runs at ~5-7 GB/s
+     * per core on the H100 host against 55 GB/s per direction, so a chunk's host work is split over
+     * a team. Half the online CPUs at most, leaving the rest to the application and the CPU pool. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long def_threads = ncpu / 2 < 8 ? ncpu / 2 : 8;
+    acc_cu.host_threads = (int)env_long("ACCELAES_CUDA_HOST_THREADS", def_threads < 1 ? 1 : def_threads, 1,
+                                        ACC_HT_MAXTHREADS);
+    acc_cu.spin_us = (unsigned)env_long("ACCELAES_CUDA_HOST_SPIN_US", 200, 0, 100000);
+    acc_cu.nt_min = (size_t)env_long("ACCELAES_CUDA_NT_KB", 4096, 0, 1L << 30) * 1024;
     const char *ctr = getenv("ACCELAES_CUDA_CTR");
     acc_cu.ctr_ks = !(ctr && !strcmp(ctr, "full"));
     for (int k = 0; k < 3; k++)
@@ -216,6 +229,23 @@ static int init_device(void)
         if (alloc_slot(&acc_cu.slot[s]))
             return -1;
     return 0;
+}
+
+acc_ht *acc_cu_team(void)
+{
+    if (acc_cu.host_threads < 2)
+        return NULL;
+    if (!__atomic_load_n(&acc_cu.team_ready, __ATOMIC_ACQUIRE)) {
+        /* Started here, not at init: a process that only sends small requests never gets threads.
+         * init already ran in this process (after any fork), so these threads are its own. */
+        pthread_mutex_lock(&g_init_lock);
+        if (!acc_cu.team_ready) {
+            acc_ht_start(&acc_cu.team, acc_cu.host_threads, acc_cu.spin_us);
+            __atomic_store_n(&acc_cu.team_ready, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&g_init_lock);
+    }
+    return acc_cu.team.nhelp ? &acc_cu.team : NULL;
 }
 
 static void fill_info(acc_gpu_info *info)

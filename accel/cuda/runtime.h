@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include "accel/gpu_plugin.h"
 #include "accel/cuda/kernels.h"
+#include "accel/cuda/host_team.h"
 
 #define ACC_CU_MAXSLOTS 8
 #define ACC_CU_MAXBUF   4      /* streams (each with its own staging buffers) per slot */
@@ -22,6 +23,15 @@ typedef struct acc_cu_wb {
     uint8_t next_iv[16]; /* CTR: counter after the piece; CBC-dec: its last input block */
 } acc_cu_wb;
 
+/* One chunk as planned: its pieces in staging order, before or while it is in flight. */
+typedef struct acc_cu_plan {
+    acc_cu_wb *wb;       /* host: ACC_CU_MAXJOBS entries */
+    size_t nwb;
+    size_t bytes;        /* staging bytes used */
+    size_t nf, ni;       /* pieces for the encrypt-direction / decrypt-direction kernels */
+    int need_in;         /* some piece's input goes through staging (not CTR keystream-only) */
+} acc_cu_plan;
+
 typedef struct acc_cu_buf {
     cudaStream_t st;
     cudaEvent_t kdone;   /* kernels of this chunk finished (orders CBC-enc chaining) */
@@ -30,8 +40,7 @@ typedef struct acc_cu_buf {
     int h_numa;          /* h came from mmap + mbind + cudaHostRegister (else cudaHostAlloc) */
     uint4 *d_in, *d_out;
     acc_piece *h_pieces, *d_pieces;
-    acc_cu_wb *wb;       /* host: ACC_CU_MAXJOBS entries */
-    size_t nwb;
+    acc_cu_plan p;       /* the chunk in this buffer */
 } acc_cu_buf;
 
 typedef struct acc_cu_slot {
@@ -40,6 +49,7 @@ typedef struct acc_cu_slot {
     uint32_t *h_keys, *d_keys;       /* pinned / device: ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE words */
     uint32_t *d_chain;               /* device: 4 words per job */
     uint8_t (*jctr)[16];             /* host, per job: next counter / CBC-dec IV to stage */
+    acc_cu_plan spare;               /* the next chunk, planned while its buffer still holds the last */
 } acc_cu_slot;
 
 typedef struct acc_cu_state {
@@ -55,6 +65,11 @@ typedef struct acc_cu_state {
     int ctr_ks;           /* CTR: GPU makes the keystream, CPU XORs (else stage in and out) */
     int adapt;            /* cut groups smaller than the ring into nbuf chunks */
     long fail_after;      /* test hook: fail after this many chunks in a run (-1: off) */
+    int host_threads;     /* threads on one chunk's host work, the caller included (1: caller alone) */
+    unsigned spin_us;     /* an idle helper polls this long before it sleeps */
+    size_t nt_min;        /* groups of at least this many bytes copy with non-temporal stores (0: never) */
+    int team_ready;       /* the team was started (or tried) in this process */
+    acc_ht team;
     acc_core_tables host_tables;
     acc_core_tables *d_tables;
     acc_cu_slot slot[ACC_CU_MAXSLOTS];
@@ -68,6 +83,9 @@ int acc_cu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int acc_cu_check(cudaError_t e, const char *what);
 /* After a failed run: if the context is poisoned (sticky error), mark the plugin broken. */
 void acc_cu_after_error(void);
+
+/* The process's host team, started on first use; NULL where the caller works alone. */
+acc_ht *acc_cu_team(void);
 
 /* pipeline.cu */
 int acc_cu_run(int slot, acc_gpu_job *jobs, size_t njobs);
