@@ -22,6 +22,12 @@
  * the CPU time of ~1 GiB of AES. A process loads the plugin only once it has asked about this many
  * bytes of large requests, so short-lived processes never pay for it. */
 #define AUTO_WARMUP    (256ull << 20)
+/* The longest a request waits in the scheduler's FIFO for a GPU unit before the CPU does it. A
+ * unit can stay taken for good: its holder stopped (SIGSTOP, a debugger) but alive, or a unit
+ * entry damaged in the shared segment; an unbounded wait then hung every GPU request of every
+ * process (found by tests/test_faults.py). Legitimate waits are a few batches long (a 256 MiB
+ * batch takes tens of ms on a PCIe 4 GPU), far below this. */
+#define GPU_WAIT_US    (2 * 1000 * 1000)
 
 /* A request waiting for its leader (see acc_gpu_run). Lives on the follower's stack. */
 typedef struct waiter {
@@ -351,7 +357,7 @@ size_t acc_gpu_run(const acc_settings *s, acc_gpu_job *job)
         }
         g.open = &b;
         pthread_mutex_unlock(&g.blk);
-        unit = acc_sched_acquire(ACC_UNIT_GPU, -1);
+        unit = acc_sched_acquire(ACC_UNIT_GPU, GPU_WAIT_US);
         pthread_mutex_lock(&g.blk);
         if (g.open == &b)
             g.open = NULL;     /* closed: from here on only this thread touches b */
