@@ -432,8 +432,9 @@ static int aes_block_final(void *vctx, unsigned char *out, size_t *outl, size_t 
         return 0;
     }
     if (c->tlsversion > 0) {
-        *outl = 0;
-        return 1;
+        /* as the default provider: every record is one whole update, there is nothing to finish */
+        acc_raise(ACC_R_TLS_RECORD, "Final on a TLS record context: records are never finalised");
+        return 0;
     }
     if (c->enc) {
         if (c->pad) {
