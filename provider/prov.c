@@ -16,9 +16,12 @@
 
 /* ======================== Errors ======================== */
 
-/* Core functions for errors. Set once by the first OSSL_provider_init; every load of the
- * module in any library context shares the same core, so one copy is right. */
-static const OSSL_CORE_HANDLE *err_handle;
+/* Core functions for errors: libcrypto's, the same for every load of the module, so one copy is
+ * right. The handle is not: it is the OSSL_PROVIDER of one load, freed with it (core_vset_error
+ * reads its error library number), and the module outlives it (sched.c pins it). So errors go
+ * through the handle of a load that is still alive: the live provider contexts, newest first. */
+static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+static acc_prov_ctx *live_provs;
 static OSSL_FUNC_core_new_error_fn *c_new_error;
 static OSSL_FUNC_core_vset_error_fn *c_vset_error;
 
@@ -46,12 +49,36 @@ void acc_raise(int reason, const char *fmt, ...)
 {
     va_list ap;
 
-    if (c_new_error == NULL || c_vset_error == NULL)
-        return;
-    va_start(ap, fmt);
-    c_new_error(err_handle);
-    c_vset_error(err_handle, (uint32_t)reason, fmt, ap);
-    va_end(ap);
+    /* held while raising, so that the handle's provider cannot be torn down meanwhile */
+    pthread_mutex_lock(&err_lock);
+    if (live_provs != NULL && c_new_error != NULL && c_vset_error != NULL) {
+        va_start(ap, fmt);
+        c_new_error(live_provs->handle);
+        c_vset_error(live_provs->handle, (uint32_t)reason, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&err_lock);
+}
+
+static void live_add(acc_prov_ctx *prov)
+{
+    pthread_mutex_lock(&err_lock);
+    prov->next_live = live_provs;
+    live_provs = prov;
+    pthread_mutex_unlock(&err_lock);
+}
+
+/* Unlinks prov (before it is freed) and frees it. */
+static void live_remove_free(acc_prov_ctx *prov)
+{
+    pthread_mutex_lock(&err_lock);
+    for (acc_prov_ctx **pp = &live_provs; *pp != NULL; pp = &(*pp)->next_live)
+        if (*pp == prov) {
+            *pp = prov->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&err_lock);
+    OPENSSL_free(prov);
 }
 
 /* ======================== Provider context ======================== */
@@ -89,7 +116,7 @@ static void prov_teardown(void *vprov)
     if (prov->priv_default != NULL)
         OSSL_PROVIDER_unload(prov->priv_default);
     OSSL_LIB_CTX_free(prov->priv_libctx);
-    OPENSSL_free(prov);
+    live_remove_free(prov);
 }
 
 /* ======================== Parameters and query ======================== */
@@ -196,32 +223,35 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
             c_get_libctx = OSSL_FUNC_core_get_libctx(in);
             break;
         case OSSL_FUNC_CORE_NEW_ERROR:
+            pthread_mutex_lock(&err_lock);
             if (c_new_error == NULL)
                 c_new_error = OSSL_FUNC_core_new_error(in);
+            pthread_mutex_unlock(&err_lock);
             break;
         case OSSL_FUNC_CORE_VSET_ERROR:
+            pthread_mutex_lock(&err_lock);
             if (c_vset_error == NULL)
                 c_vset_error = OSSL_FUNC_core_vset_error(in);
+            pthread_mutex_unlock(&err_lock);
             break;
         }
     }
-    if (err_handle == NULL)
-        err_handle = handle;
 
     prov = OPENSSL_zalloc(sizeof(*prov));
     if (prov == NULL)
         return 0;
     prov->handle = handle;
+    live_add(prov);   /* first: the failures below raise errors through this handle */
     prov->libctx = c_get_libctx != NULL ? (OSSL_LIB_CTX *)c_get_libctx(handle) : NULL;
     if (!acc_settings_read(&prov->settings, handle, c_get_params)) {
-        OPENSSL_free(prov);
+        live_remove_free(prov);
         return 0;
     }
     prov->inline_below = acc_policy_inline_below(&prov->settings);
     prov->eng = acc_engine_default();
     if (prov->eng == NULL) {
         acc_raise(ACC_R_ENGINE_FAILURE, "no AES engine is usable on this CPU");
-        OPENSSL_free(prov);
+        live_remove_free(prov);
         return 0;
     }
     sc.shm = prov->settings.shm;

@@ -19,6 +19,7 @@ typedef struct acc_prov_ctx {
     acc_settings settings;
     const acc_engine *eng;        /* the inline engine (AES-NI, or nested EVP without it) */
     size_t inline_below;          /* requests shorter than this run inline without asking the policy */
+    struct acc_prov_ctx *next_live; /* prov.c's list of live loads, whose handles raise errors */
 } acc_prov_ctx;
 
 /* Reason codes (the table in prov.c gives each its text). */
