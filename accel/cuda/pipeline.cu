@@ -265,12 +265,13 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
 {
     group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms, acc_cu.chunk,
                 0, NULL };
-    /* A group smaller than the ring would be one or two chunks with nothing to overlap: cut it
-     * into nbuf chunks (not below 256 KiB), so copy-in, kernel and copy-out still pipeline. */
+    /* The first chunk's copy-in and the last one's copy-out overlap nothing: a group of a few chunks
+     * is cut into acc_cu.split chunks (not below 256 KiB), so that the fill and drain of the ring
+     * stay a small part of it and copy-in, kernel and copy-out still pipeline. */
     size_t total = 0;
     for (size_t j = 0; j < n; j++)
         total += jobs[j].len;
-    size_t want = (total / (size_t)acc_cu.nbuf + 15) & ~(size_t)15;
+    size_t want = (total / (size_t)acc_cu.split + 15) & ~(size_t)15;
     if (want < (256u << 10))
         want = 256u << 10;
     if (acc_cu.adapt && want < g.chunk)

@@ -63,7 +63,8 @@ typedef struct acc_cu_state {
     size_t chunk;         /* bytes per staging buffer */
     int occ[3];           /* blocks per SM per kernel */
     int ctr_ks;           /* CTR: GPU makes the keystream, CPU XORs (else stage in and out) */
-    int adapt;            /* cut groups smaller than the ring into nbuf chunks */
+    int adapt;            /* cut groups of a few chunks into smaller ones */
+    int split;            /* ... into this many (ACCELAES_CUDA_SPLIT) */
     long fail_after;      /* test hook: fail after this many chunks in a run (-1: off) */
     int host_threads;     /* threads on one chunk's host work, the caller included (1: caller alone) */
     unsigned spin_us;     /* an idle helper polls this long before it sleeps */
