@@ -37,7 +37,7 @@ static void *aes_newctx(void *provctx, acc_mode mode, size_t keylen)
     acc_cipher_ctx *c = NULL;
 
     /* the key schedules inside are 64-byte aligned for the vector engines */
-    if (posix_memalign((void **)&c, 64, sizeof(*c)) != 0) {
+    if ((c = acc_ctx_alloc(sizeof(*c))) == NULL) {
         acc_raise(ACC_R_MALLOC_FAILURE, "allocating a cipher context");
         return NULL;
     }
@@ -69,14 +69,14 @@ static void aes_freectx(void *vctx)
         c->eng->free_key(&c->ks);
     acc_tls_cleanup(c);
     OPENSSL_cleanse(c, sizeof(*c));
-    free(c);
+    acc_ctx_free(c);
 }
 
 static void *aes_dupctx(void *vctx)
 {
     acc_cipher_ctx *s = vctx, *d = NULL;
 
-    if (posix_memalign((void **)&d, 64, sizeof(*d)) != 0) {
+    if ((d = acc_ctx_alloc(sizeof(*d))) == NULL) {
         acc_raise(ACC_R_MALLOC_FAILURE, "allocating a copy of a cipher context");
         return NULL;
     }
@@ -88,7 +88,7 @@ static void *aes_dupctx(void *vctx)
         if (s->key_set && d->ks.evp != s->ks.evp)
             d->eng->free_key(&d->ks);
         OPENSSL_cleanse(d, sizeof(*d));
-        free(d);
+        acc_ctx_free(d);
         acc_raise(ACC_R_MALLOC_FAILURE, "copying a cipher context");
         return NULL;
     }

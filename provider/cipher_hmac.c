@@ -38,7 +38,7 @@ static void *hmac_newctx(void *provctx, size_t keylen, const acc_sha_kind *sha)
     acc_prov_ctx *prov = provctx;
     acc_hmac_ctx *h = NULL;
 
-    if (posix_memalign((void **)&h, 64, sizeof(*h)) != 0) {
+    if ((h = acc_ctx_alloc(sizeof(*h))) == NULL) {
         acc_raise(ACC_R_MALLOC_FAILURE, "allocating a stitched cipher context");
         return NULL;
     }
@@ -64,21 +64,21 @@ static void hmac_freectx(void *vctx)
     if (h->aes.key_set)
         h->aes.eng->free_key(&h->aes.ks);
     OPENSSL_cleanse(h, sizeof(*h));
-    free(h);
+    acc_ctx_free(h);
 }
 
 static void *hmac_dupctx(void *vctx)
 {
     acc_hmac_ctx *s = vctx, *d = NULL;
 
-    if (posix_memalign((void **)&d, 64, sizeof(*d)) != 0) {
+    if ((d = acc_ctx_alloc(sizeof(*d))) == NULL) {
         acc_raise(ACC_R_MALLOC_FAILURE, "allocating a copy of a stitched cipher context");
         return NULL;
     }
     memcpy(d, s, sizeof(*d));
     if (s->aes.key_set && !s->aes.eng->copy_key(&d->aes.ks, &s->aes.ks)) {
         OPENSSL_cleanse(d, sizeof(*d));
-        free(d);
+        acc_ctx_free(d);
         acc_raise(ACC_R_MALLOC_FAILURE, "copying a stitched cipher context");
         return NULL;
     }
