@@ -51,7 +51,7 @@ static void cover_piece(void *arg, size_t i)
         c->who[i] = me;
     int caller = 0;
     for (int k = 0; k < MAX_CALLERS; k++)
-        caller |= caller_tids[k] == me;
+        caller |= __atomic_load_n(&caller_tids[k], __ATOMIC_RELAXED) == me;   /* set by other callers */
     if (!caller && !holds_unit(me))
         __atomic_fetch_add(&unheld_pieces, 1, __ATOMIC_RELAXED);
 }
@@ -160,7 +160,7 @@ static int conc_bad;
 
 static void *conc_thread(void *arg)
 {
-    caller_tids[(intptr_t)arg] = acc_sched_tid();
+    __atomic_store_n(&caller_tids[(intptr_t)arg], acc_sched_tid(), __ATOMIC_RELAXED);
     for (int rep = 0; rep < 300; rep++) {
         int ret;
         int bad = run_cover(257, 4, &ret, NULL);
@@ -318,7 +318,7 @@ static void work_piece(void *arg, size_t i)
         x ^= x >> 7;
         x ^= x << 17;
     }
-    ((volatile uint64_t *)arg)[i % 64] = x;
+    __atomic_store_n(&((uint64_t *)arg)[i % 64], x, __ATOMIC_RELAXED);   /* pieces share the sink */
 }
 
 static void report_scaling(void)
