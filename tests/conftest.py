@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-BUILD = REPO / "build"
+# ACCELAES_BUILD_DIR runs the suite against another build tree (tools/sanitize.sh: build/asan, build/tsan);
+# a relative path is taken from the repository root. Tests name build outputs through BUILD only.
+BUILD = REPO / os.environ.get("ACCELAES_BUILD_DIR", "build")
 STAT_TOOL = BUILD / "accelaes-stat"
 
 PROVIDER = os.environ.get("ACCELAES_TEST_PROVIDER", "accelaes")
@@ -30,6 +32,11 @@ MODULE = MODULES / "accelaes.so"
 os.environ["OPENSSL_MODULES"] = str(MODULES)
 SHM_NAME = f"/accelaes-test-{os.getpid()}-{secrets.token_hex(4)}"
 os.environ["ACCELAES_SHM_NAME"] = SHM_NAME
+
+# tools/sanitize.sh sets ACCELAES_SANITIZER (asan, tsan) for a run against an instrumented build.
+# Tests that need valgrind (which cannot run sanitized binaries) or an outside program that cannot
+# take the sanitizer runtime skip under it, saying why.
+SANITIZER = os.environ.get("ACCELAES_SANITIZER", "")
 
 # One seed per session for every randomized test; ACCELAES_TEST_SEED replays a run.
 SEED = int(os.environ.get("ACCELAES_TEST_SEED", str(random.SystemRandom().randrange(1 << 32))))

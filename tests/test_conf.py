@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
+from conftest import BUILD  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 CONF = ROOT / "conf" / "accelaes.cnf"
 MODULE = BUILD / "accelaes.so"
 STAT = BUILD / "accelaes-stat"

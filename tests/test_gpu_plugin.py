@@ -21,7 +21,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BUILD = REPO / "build"
+from conftest import BUILD  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 FAKE = BUILD / "accelaes-fakegpu.so"
 CUDA = BUILD / "accelaes-cuda.so"
 
