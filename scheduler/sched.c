@@ -104,9 +104,7 @@ static int add_unit(acc_shm_table *t, acc_unit_kind kind, int cpu, int node, con
     if (n >= ACC_SHM_MAX_UNITS)
         return -1;
     acc_shm_unit *u = &t->units[n];
-    memset(u, 0, sizeof(*u));
-    if (acc_shm_mutex_init(&u->mtx) != 0)
-        return -1;
+    memset(u, 0, sizeof(*u));   /* lock word 0: free */
     u->id = n;
     u->kind = (uint32_t)kind;
     u->cpu = cpu;
@@ -280,17 +278,13 @@ int acc_sched_take(acc_shm_table *t, uint32_t id)
     acc_shm_unit *u = &t->units[id];
     if (ACC_LOAD(&u->id) != id)
         return 0;
-    int rc = pthread_mutex_trylock(&u->mtx);
-    if (rc == EOWNERDEAD) {
+    int rc = acc_lock_try(&u->lock, ACC_OWNER(g.pid, acc_sched_tid()), 1);
+    if (rc == 0)
+        return 0;
+    if (rc == 2) {
         /* The owner died holding it: the unit holds no data, so it is simply usable again. */
-        if (pthread_mutex_consistent(&u->mtx) != 0) {
-            pthread_mutex_unlock(&u->mtx);
-            return 0;
-        }
         ACC_ADD(&u->recoveries, 1);
         acc_sched_event(ACC_EV_RECOVERY);
-    } else if (rc != 0) {
-        return 0;
     }
     ACC_STORE(&u->owner_pid, g.pid);
     ACC_STORE(&u->owner_tid, acc_sched_tid());
@@ -311,7 +305,8 @@ void acc_sched_sweep(acc_shm_table *t, acc_unit_kind kind)
         acc_shm_unit *u = &t->units[i];
         if (ACC_LOAD(&u->kind) != (uint32_t)kind || ACC_LOAD(&u->state) != ACC_UNIT_BUSY)
             continue;
-        if (acc_tid_alive(ACC_LOAD(&u->owner_pid), ACC_LOAD(&u->owner_tid)))
+        /* BUSY with a free lock word is a state nobody holds (a damaged entry): fix it too. */
+        if (ACC_LOAD(&u->lock) != 0 && acc_tid_alive(ACC_LOAD(&u->owner_pid), ACC_LOAD(&u->owner_tid)))
             continue;
         if (acc_sched_take(t, i))
             acc_sched_release((int)i, 0, 0);
@@ -379,10 +374,11 @@ void acc_sched_release(int unit, uint64_t bytes, uint64_t requests)
     if (unit < 0 || (uint32_t)unit >= acc_shm_nunits(t))
         return;
     acc_shm_unit *u = &t->units[unit];
-    /* Only the thread that took it: a robust mutex refuses anyone else's unlock, and the
-     * state must not say IDLE while another thread (or the parent, after fork) holds it. */
-    if (ACC_LOAD(&u->owner_pid) != g.pid || ACC_LOAD(&u->owner_tid) != acc_sched_tid()
-        || ACC_LOAD(&u->state) != ACC_UNIT_BUSY)
+    /* Only the thread that holds it: the state must not say IDLE while another thread (or
+     * the parent, after fork) holds it. */
+    acc_owner_word me = ACC_OWNER(g.pid, acc_sched_tid());
+    if (ACC_LOAD(&u->lock) != me || ACC_LOAD(&u->owner_pid) != g.pid
+        || ACC_LOAD(&u->owner_tid) != acc_sched_tid() || ACC_LOAD(&u->state) != ACC_UNIT_BUSY)
         return;
     ACC_ADD(&u->bytes, bytes);
     ACC_ADD(&u->requests, requests);
@@ -390,7 +386,7 @@ void acc_sched_release(int unit, uint64_t bytes, uint64_t requests)
     ACC_STORE(&u->owner_tid, 0);
     ACC_STORE(&u->since_ns, acc_now_ns());
     ACC_STORE_REL(&u->state, ACC_UNIT_IDLE);
-    pthread_mutex_unlock(&u->mtx);
+    acc_lock_release(&u->lock, me);
     /* Pairs with the fence in the FIFO's enqueue: either it sees our unlock, or we see it. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     uint32_t kind = ACC_LOAD(&u->kind);

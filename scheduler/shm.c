@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "scheduler/shm_layout.h"
+#include "scheduler/sched_int.h"
 
 /* glibc keeps POSIX shared memory in /dev/shm; linking into place needs the real path. */
 #define SHM_DIR "/dev/shm"
@@ -73,18 +73,29 @@ uint32_t acc_shm_nunits(const acc_shm_table *t)
     return n > ACC_SHM_MAX_UNITS ? ACC_SHM_MAX_UNITS : n;
 }
 
-int acc_shm_mutex_init(pthread_mutex_t *m)
+int acc_lock_try(acc_owner_word *w, acc_owner_word me, int check_dead)
 {
-    pthread_mutexattr_t a;
-    if (pthread_mutexattr_init(&a) != 0)
-        return -1;
-    int rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    if (rc == 0)
-        rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    if (rc == 0)
-        rc = pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-    return rc == 0 ? 0 : -1;
+    acc_owner_word cur = 0;
+    if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 1;
+    /* Held: take it over only from a thread that is gone (killed, or exited holding it). A
+     * garbage word names no live thread either, so it is taken over the same way. */
+    if (!check_dead || cur == me || acc_tid_alive(ACC_OWNER_PID(cur), ACC_OWNER_TID(cur)))
+        return 0;
+    return __atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ? 2 : 0;
+}
+
+void acc_lock_release(acc_owner_word *w, acc_owner_word me)
+{
+    acc_owner_word cur = me;
+    __atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+/* The caller's owner word (the scheduler caches pid and tid, and redoes both after fork). */
+static acc_owner_word self_word(void)
+{
+    int32_t pid = acc_sched_pid();
+    return ACC_OWNER(pid > 0 ? pid : (int32_t)getpid(), acc_sched_tid());
 }
 
 /* A holder died inside the lock: the only derived state is the per-kind FIFO count. */
@@ -103,17 +114,35 @@ static void repair_after_death(acc_shm_table *t)
 
 int acc_shm_lock(acc_shm_table *t)
 {
-    int rc = pthread_mutex_lock(&t->hdr.lock);
-    if (rc == EOWNERDEAD) {
-        repair_after_death(t);
-        rc = pthread_mutex_consistent(&t->hdr.lock);
+    acc_owner_word me = self_word();
+    uint64_t deadline = 0;
+    /* Sections under this lock are short scans: spin a little, then sleep in short slices,
+     * asking the kernel whether the holder still exists every few tries. */
+    for (unsigned tries = 0;; tries++) {
+        int r = acc_lock_try(&t->hdr.lock, me, tries >= 64 && tries % 16 == 0);
+        if (r == 2)
+            repair_after_death(t);
+        if (r != 0)
+            return 0;
+        if (tries < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        uint64_t now = acc_now_ns();
+        if (deadline == 0)
+            deadline = now + ACC_SHM_LOCK_WAIT_NS;
+        else if (now >= deadline)
+            return -1;
+        struct timespec ts = { 0, 50000 };
+        nanosleep(&ts, NULL);
     }
-    return rc == 0 ? 0 : -1;
 }
 
 void acc_shm_unlock(acc_shm_table *t)
 {
-    pthread_mutex_unlock(&t->hdr.lock);
+    acc_lock_release(&t->hdr.lock, self_word());
 }
 
 static int init_table(acc_shm_table *t)
@@ -133,8 +162,7 @@ static int init_table(acc_shm_table *t)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    if (acc_shm_mutex_init(&h->lock) != 0)
-        return -1;
+    h->lock = 0;
     /* The magic goes last: a reader that sees it sees everything before it. */
     __atomic_store_n(&h->magic, ACC_SHM_MAGIC, __ATOMIC_RELEASE);
     return 0;

@@ -10,7 +10,7 @@
 #include "scheduler/sched.h"
 
 #define ACC_SHM_MAGIC       0x53454c4543434131ULL   /* "1ACCELES", a version-independent tag */
-#define ACC_SHM_VERSION     1u
+#define ACC_SHM_VERSION     2u     /* 2: owner-word locks instead of robust pthread mutexes */
 #define ACC_SHM_MAX_UNITS   1024u    /* CPU units and GPU slots together */
 #define ACC_SHM_MAX_PROCS   1024u    /* process slots; beyond this a process counts into totals only */
 #define ACC_SHM_MAX_WAITERS 256u     /* FIFO entries; beyond this a waiter polls instead */
@@ -20,10 +20,23 @@
 enum { ACC_UNIT_IDLE = 0, ACC_UNIT_BUSY = 1 };
 enum { ACC_WAITER_FREE = 0, ACC_WAITER_WAITING = 1 };
 
-/* Every field but the mutex is read and written with __atomic builtins (relaxed unless a
- * comment says otherwise), so a reader of a torn snapshot sees stale numbers, never UB. */
+/* Every field is read and written with __atomic builtins (relaxed unless a comment says
+ * otherwise), so a reader of a torn snapshot sees stale numbers, never UB.
+ *
+ * Locks are owner words (ACC_OWNER(pid, tid) of the holder, 0 when free), taken by
+ * compare-and-swap and taken over when the kernel says the holder thread is gone. Not robust
+ * pthread mutexes: glibc keeps a robust mutex on a list threaded through pointers stored in
+ * the mutex itself and writes through them on unlock, so anyone able to write the segment
+ * could make every holder write to an address of its choosing (tests/test_faults.py saw wrong
+ * ciphertext and SIGSEGV). An owner word holds no pointer; a damaged one can only make a unit
+ * look busy (the provider never waits for a CPU unit, and bounds its wait for a GPU unit). */
+typedef uint64_t acc_owner_word;
+#define ACC_OWNER(pid, tid)   (((uint64_t)(uint32_t)(pid) << 32) | (uint32_t)(tid))
+#define ACC_OWNER_PID(w)      ((int32_t)(uint32_t)((w) >> 32))
+#define ACC_OWNER_TID(w)      ((int32_t)(uint32_t)(w))
+
 typedef struct acc_shm_unit {
-    pthread_mutex_t mtx;          /* robust, process-shared: holding the unit == holding this */
+    acc_owner_word lock;          /* holding the unit == holding this word */
     uint32_t id;                  /* == its index; checked on use */
     uint32_t kind;                /* acc_unit_kind */
     int32_t cpu;                  /* CPU units: the core; GPU slots: -1 */
@@ -62,7 +75,7 @@ typedef struct acc_shm_hdr {
     uint32_t unit_size, proc_size, waiter_size;
     uint32_t owner_uid;
     uint64_t created_ns;          /* CLOCK_REALTIME at creation, for display */
-    pthread_mutex_t lock __attribute__((aligned(64)));  /* robust: unit adds, slots, FIFO */
+    acc_owner_word lock __attribute__((aligned(64)));   /* unit adds, slots, FIFO */
     uint32_t nunits;              /* published with release after the unit is initialised */
     uint32_t nwaiting[3];         /* FIFO entries per kind (index = acc_unit_kind) */
     uint64_t next_ticket;
@@ -106,10 +119,17 @@ acc_shm_table *acc_shm_private(void);
 
 void acc_shm_unmap(acc_shm_table *t);
 
-/* Initialise a robust mutex (process-shared). 0 / -1. */
-int acc_shm_mutex_init(pthread_mutex_t *m);
+/* Try once to take an owner word for `me`: 1 taken, 2 taken over from a holder thread that
+ * no longer exists (checked only when check_dead), 0 held by someone else. */
+int acc_lock_try(acc_owner_word *w, acc_owner_word me, int check_dead);
 
-/* Lock the header lock, repairing the FIFO counters if a previous holder died. 0 / -1. */
+/* Free an owner word if `me` holds it (release ordering). */
+void acc_lock_release(acc_owner_word *w, acc_owner_word me);
+
+/* Lock the header lock, repairing the FIFO counters if a previous holder died. 0, or -1
+ * when a live holder kept it for ACC_SHM_LOCK_WAIT_NS (stopped, or a damaged lock word):
+ * every caller then does without it. */
+#define ACC_SHM_LOCK_WAIT_NS 2000000000ull
 int acc_shm_lock(acc_shm_table *t);
 void acc_shm_unlock(acc_shm_table *t);
 

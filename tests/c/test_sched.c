@@ -172,7 +172,7 @@ static void *die_holding(void *arg)
 {
     int *id = arg;
     *id = acc_sched_try_acquire(ACC_UNIT_CPU);
-    return NULL;   /* exits without release: the robust mutex reports EOWNERDEAD */
+    return NULL;   /* exits without release: its owner word names a thread that is gone */
 }
 
 static void test_thread_death(void)
