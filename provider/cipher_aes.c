@@ -475,7 +475,8 @@ static int aes_block_final(void *vctx, unsigned char *out, size_t *outl, size_t 
         OPENSSL_cleanse(blk, sizeof(blk));
         return 0;
     }
-    memcpy(out, blk, n);
+    if (n > 0)                   /* a whole block of padding leaves nothing, and out may be NULL */
+        memcpy(out, blk, n);
     OPENSSL_cleanse(blk, sizeof(blk));
     c->bufsz = 0;
     *outl = n;
