@@ -114,6 +114,17 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libaccelaes.a
 bench: all $(BENCH_BIN)
 	$(PYTHON) bench/run.py $(BENCH_ARGS)
 
+# `make fuzz`: the differential libFuzzer target against OpenSSL's default provider (fuzz/README.md)
+# for FUZZ_SECONDS, growing build/fuzz/corpus; `make fuzz-smoke`: the committed corpus replayed, then
+# FUZZ_SMOKE_SECONDS of fuzzing (the bounded run for CI). clang + libFuzzer come with test-deps.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 60
+.PHONY: fuzz fuzz-smoke
+fuzz: test-deps
+	sh fuzz/run.sh fuzz $(FUZZ_SECONDS)
+fuzz-smoke: test-deps
+	sh fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
+
 install: all
 	install -d "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"
 	install -m 0755 $(BUILD)/accelaes.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so"

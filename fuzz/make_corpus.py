@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""fuzz/make_corpus.py: writes the hand-made seeds of fuzz/corpus/ (named seed-*): short programs in
+fuzz_diff.c's input format that reach each area the fuzzer should explore (every cipher streamed,
+round trips, TLS records with every version, copies mid-stream, the dispatch layer's wrong lengths and
+output sizes, hostile parameters, the split and GPU paths). The encoding below mirrors the reads in
+fuzz/fuzz_diff.c and fuzz/fuzz_params.c field for field; change both together.
+
+    python3 fuzz/make_corpus.py [DIR]      (default: fuzz/corpus)
+"""
+import struct
+import sys
+from pathlib import Path
+
+CIPHERS = ["aes128ecb", "aes192ecb", "aes256ecb", "aes128cbc", "aes192cbc", "aes256cbc",
+           "aes128ctr", "aes192ctr", "aes256ctr"]
+KEYLEN = [16, 24, 32] * 3
+OP_INIT, OP_UPDATE, OP_FINAL, OP_CIPHER, OP_COPY, OP_SET, OP_GET, OP_RESET = 0, 1, 3, 4, 5, 6, 7, 8
+# set-params keys and types (fuzz_params.c: set_keys, fz_params_build)
+PADDING, NUM, KEYLEN_P, IVLEN, TLS_VERSION, TLS_MAC_SIZE, USE_BITS, UNKNOWN = range(8)
+T_U32, T_U64, T_I32, T_I64, T_OCTET, T_UTF8, T_REAL, T_ODD = range(8)
+NOTABLE = [0x0300, 0x0301, 0x0302, 0x0303, 0xFEFF, 0xFEFD, 0x0100, 0x0304, 0x0200,
+           0, 1, 15, 16, 17, 20, 32, 48, 64, 65, 255, 256]
+
+
+def header(cipher, raw=0, inst=0):
+    return bytes([raw | (inst << 1), cipher])
+
+
+def value(v):
+    """pick_value: a small value in one byte, a notable one by index, or eight raw bytes."""
+    if v in NOTABLE:
+        return bytes([2, NOTABLE.index(v)])
+    if v < 256:
+        return bytes([0, v])
+    return bytes([7]) + struct.pack("<Q", v & (2**64 - 1))
+
+
+def params(*items):
+    """items: (key, type, value) or (key, type, value, extra type bits)."""
+    out = bytes([len(items) - 1])
+    for it in items:
+        key, typ, v = it[:3]
+        extra = it[3] if len(it) > 3 else 0
+        out += bytes([key, typ | (extra << 3)]) + value(v)
+    return out
+
+
+class Prog:
+    def __init__(self, cipher, raw=0, inst=0):
+        self.cipher, self.raw = cipher, raw
+        self.b = bytearray(header(cipher, raw, inst))
+
+    def init(self, slot=0, enc=1, key=b"K", iv=b"I", with_cipher=1, prm=None, lens=None):
+        """enc: 1, 0, 'keep' or 'flip'; key/iv: bytes (padded), None (NULL) or 'same' (tracked);
+        lens (dispatch layer only): (keylen or None, ivlen or None) passed instead of the right ones."""
+        f = {1: 0, 0: 1, "keep": 2, "flip": 3}[enc]
+        f |= {None: 1, "same": 2}.get(key if not isinstance(key, bytes) else "x", 0) << 2
+        f |= {None: 1, "same": 2}.get(iv if not isinstance(iv, bytes) else "x", 0) << 4
+        f |= with_cipher << 6
+        f |= (prm is not None) << 7
+        self.b += bytes([OP_INIT, slot, f])
+        keylen = KEYLEN[self.cipher]
+        if self.raw:
+            g, extra = 0, b""
+            if lens and lens[0] is not None and lens[1] is not None:
+                g, extra = 7, bytes([lens[0], lens[1]])
+            elif lens and lens[0] is not None:
+                g, extra = 5, bytes([lens[0]])
+            elif lens and lens[1] is not None:
+                g, extra = 6, bytes([lens[1]])
+            self.b += bytes([g]) + extra
+            if lens and lens[0] is not None:
+                keylen = lens[0]
+        if isinstance(key, bytes):
+            self.b += (key * 64)[:keylen]
+        if isinstance(iv, bytes):
+            self.b += (iv * 16)[:16]
+        if prm is not None:
+            self.b += prm
+        return self
+
+    def data(self, op, slot, size, src="prng", inplace=0, align=None, hostile=None, seed=1, raw_bytes=b""):
+        """size: int (encoded with the smallest class that holds it) or 'last' (src last);
+        align: (input offset, output offset); hostile: (byte, bytes that follow the seed)."""
+        srcs = {"prng": 0, "last": 1, "input": 2, "zero": 3}
+        if size == "last":
+            cls, sbytes = 0, b""
+        elif size == 0:
+            cls, sbytes = 0, b""
+        elif size <= 63:
+            cls, sbytes = 2, bytes([size])
+        elif size < 4096:
+            cls, sbytes = 4, struct.pack("<H", size)
+        elif size % 16 == 0 and size // 16 < 4376:
+            cls, sbytes = 6, struct.pack("<H", size // 16)
+        elif size >= 65536:
+            cls, sbytes = 7, struct.pack("<H", size - 65536)
+        else:
+            cls, sbytes = 5, struct.pack("<H", size & 0xFFFF) + bytes([size >> 16])
+        f = cls | srcs[src] << 3 | inplace << 5 | (align is not None) << 6 | (hostile is not None) << 7
+        self.b += bytes([op, slot, f]) + sbytes
+        if align is not None:
+            self.b += bytes([align[0] | align[1] << 4])
+        if hostile is not None:
+            self.b += bytes([hostile[0]])
+        self.b += struct.pack("<H", seed)
+        if hostile is not None and len(hostile) > 1:
+            self.b += hostile[1]
+        if src == "input":
+            self.b += raw_bytes
+        return self
+
+    def update(self, slot=0, size=0, **kw):
+        return self.data(OP_UPDATE, slot, size, **kw)
+
+    def cipher_call(self, slot=0, size=0, **kw):
+        return self.data(OP_CIPHER, slot, size, **kw)
+
+    def final(self, slot=0, outsize=None, null_out=False, off=0):
+        f = off << 4
+        if null_out:
+            f |= 0xC
+        if outsize == "max":
+            f |= 2
+        elif outsize is not None:
+            f |= 1
+        self.b += bytes([OP_FINAL, slot, f])
+        if outsize is not None and outsize != "max":
+            self.b += bytes([outsize])
+        return self
+
+    def copy(self, src, dst):
+        k = (dst - src - 1) % 3      # fuzz_diff.c: src = f % 3, dst = src + 1 + (f >> 4) % 2
+        self.b += bytes([OP_COPY, next(f for f in range(256) if f % 3 == src and (f >> 4) % 2 == k)])
+        return self
+
+    def set(self, slot, prm):
+        self.b += bytes([OP_SET, slot]) + prm
+        return self
+
+    def get(self, slot, *items):
+        self.b += bytes([OP_GET, slot, len(items) - 1])
+        for key, typ in items:
+            self.b += bytes([key, typ])
+        return self
+
+    def reset(self, slot):
+        self.b += bytes([OP_RESET, slot])
+        return self
+
+
+def seeds():
+    out = {}
+    # every cipher: a plain stream, uneven updates, then Final; decrypt of garbage too
+    for c in range(9):
+        p = Prog(c).init().update(size=100).update(size=37, inplace=1).update(size=5000).final()
+        p.init(enc=0, key="same", iv="same", with_cipher=0).update(size="last", src="last").final()
+        out[f"evp-{CIPHERS[c]}-stream"] = p
+    # dispatch layer, every mode: wrong key and IV lengths, tight and short outputs, NULL buffers
+    for c in (0, 4, 8):
+        p = Prog(c, raw=1).init(lens=(KEYLEN[c] + 1, None)).init(lens=(None, 12)).init()
+        # hostile byte: bits 0-1 output (0 tight, 1 a size that follows, 2 SIZE_MAX, 3 NULL), bit 2 NULL input
+        p.update(size=33, hostile=(0,)).update(size=40, hostile=(1, b"\x05\x00"), seed=3)
+        p.update(size=20, hostile=(2,)).update(size=7, hostile=(3,)).update(size=9, hostile=(4,))
+        p.final(outsize=3).init().update(size=31).final(outsize="max").final(null_out=True)
+        out[f"raw-{CIPHERS[c]}-lengths"] = p
+    # a copy mid-stream, then both halves go on; reset and use-before-init
+    for c in (3, 7):
+        p = Prog(c).init().update(size=21).copy(0, 1).update(slot=1, size=30).update(slot=0, size=30)
+        p.final(slot=1).final(slot=0).reset(0).update(slot=0, size=16).final(slot=0)
+        out[f"evp-{CIPHERS[c]}-copy"] = p
+    # direction changes with a NULL key (accelaes rebuilds the decryption schedule)
+    for c in (1, 5):
+        p = Prog(c).init(enc=1).update(size=64).init(enc="flip", key=None, iv=None, with_cipher=0)
+        p.update(size=64).set(0, params((PADDING, T_U32, 0))).update(size=48).final()
+        p.init(enc="flip", key=None, iv="same", with_cipher=0).update(size=64).final()
+        out[f"evp-{CIPHERS[c]}-flip-null-key"] = p
+    # TLS records: encrypt in place, decrypt the record back with the same key, MAC out, copy
+    for c, ver, mac in ((3, 0x0303, 20), (5, 0x0302, 32), (3, 0x0301, 0), (5, 0x0300, 20),
+                        (4, 0xFEFD, 48), (3, 0x0100, 32)):
+        tls = params((TLS_VERSION, T_U32, ver), (TLS_MAC_SIZE, T_U64, mac))
+        p = Prog(c).init(prm=tls).update(size=200, inplace=1)
+        p.init(enc=0, key="same", iv="same", with_cipher=0).update(size="last", src="last", inplace=1)
+        p.get(0, (0, 0), (2, 3)).copy(0, 2).update(slot=2, size=64, inplace=1).final(slot=2)
+        out[f"evp-{CIPHERS[c]}-tls-{ver:04x}-mac{mac}"] = p
+    # TLS on ECB (accelaes refuses: documented) and a record not in place
+    p = Prog(0).init(prm=params((TLS_VERSION, T_U32, 0x0303))).update(size=48, inplace=1).update(size=48)
+    out["evp-aes128ecb-tls"] = p
+    # hostile parameters: num past the keystream block, odd types and widths, unknown versions
+    p = Prog(6).init().update(size=5).set(0, params((NUM, T_U32, 9))).update(size=20)
+    p.set(0, params((NUM, T_U64, 20))).set(0, params((NUM, T_REAL, 3))).update(size=7)
+    p.set(0, params((NUM, T_ODD, 15, 1))).update(size=3).get(0, (2, 3), (1, 0), (0, 2)).final()
+    out["evp-aes128ctr-num"] = p
+    p = Prog(3).init().set(0, params((PADDING, T_UTF8, 0), (NUM, T_U32, 20)))
+    p.set(0, params((TLS_VERSION, T_U32, 0x0304))).set(0, params((TLS_MAC_SIZE, T_U64, 65)))
+    p.set(0, params((KEYLEN_P, T_U64, 24), (IVLEN, T_I32, 0xFFFFFFFF), (USE_BITS, T_OCTET, 1, 4)))
+    p.set(0, params((PADDING, T_I64, 2**64 - 1), (UNKNOWN, T_U32, 1))).update(size=40).final()
+    p.get(0, (0, 2 | 16 << 3), (1, 0 | 8 << 3), (4, 4), (5, 6 | 8 << 3))
+    out["evp-aes128cbc-params"] = p
+    p = Prog(7, raw=1).init(prm=params((NUM, T_U32, 16))).init(prm=params((NUM, T_U32, 4))).update(size=30).final()
+    out["raw-aes192ctr-init-params"] = p
+    # EVP_Cipher: whole blocks, a partial block (accelaes refuses: documented), CTR with num
+    for c in (0, 3, 6):
+        p = Prog(c).init().cipher_call(size=64).cipher_call(size=17).cipher_call(size=0)
+        p.cipher_call(size=4096, inplace=1, align=(3, 3)).update(size=10).final()
+        out[f"evp-{CIPHERS[c]}-cipher"] = p
+    # large and misaligned: the split path (instance 1) and the GPU path (instance 2)
+    for c, inst in ((6, 1), (4, 1), (2, 1), (8, 2), (5, 2), (3, 2)):
+        p = Prog(c, inst=inst).init(enc=0 if c in (4, 5) else 1).update(size=70000, align=(1, 7))
+        p.update(size=65536 + 16 * 200, inplace=1).update(size=16 * 4375, align=(0, 9)).final()
+        out[f"evp-{CIPHERS[c]}-inst{inst}-large"] = p
+    return out
+
+
+def main():
+    d = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent / "corpus")
+    d.mkdir(parents=True, exist_ok=True)
+    for name, prog in seeds().items():
+        (d / f"seed-{name}").write_bytes(bytes(prog.b))
+    print(f"{len(seeds())} seeds written to {d}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+#!/bin/sh
+# fuzz/run.sh: builds and runs the differential fuzzer (fuzz/README.md).
+#   sh fuzz/run.sh build             clang + libFuzzer + ASan + UBSan build: build/fuzz/fuzz_diff
+#   sh fuzz/run.sh fuzz [SECONDS]    a long run (default 600 s) growing build/fuzz/corpus
+#   sh fuzz/run.sh smoke [SECONDS]   the committed corpus replayed, then SECONDS (default 60) of fuzzing
+#   sh fuzz/run.sh replay [INPUT..]  no clang needed: cc (+ASan/UBSan where they link) build of the
+#                                    target with a plain main(), replaying fuzz/corpus or the inputs
+#   sh fuzz/run.sh replay-build      only that build: build/fuzz/fuzz_replay
+# Run from anywhere; everything is built under build/fuzz/. FUZZ_JOBS=N runs N fuzzing processes.
+set -e
+cd "$(dirname "$0")/.."
+B=build/fuzz
+CORE_SRC=$(ls provider/*.c accel/cpu/*.c scheduler/*.c)
+HARNESS="fuzz/fuzz_diff.c fuzz/fuzz_side.c fuzz/fuzz_params.c"
+HEADERS=$(ls */*.h accel/*/*.h provider/*.h fuzz/*.h 2>/dev/null)
+DEFS="-I. -DHAVE_IPSECMB=1 -DHAVE_NUMA=1"
+LIBS="-lcrypto -lpthread -ldl"
+[ -f /usr/include/intel-ipsec-mb.h ] && LIBS="$LIBS -lIPSec_MB" || DEFS=$(echo "$DEFS" | sed 's/-DHAVE_IPSECMB=1//')
+[ -f /usr/include/numa.h ] && LIBS="$LIBS -lnuma" || DEFS=$(echo "$DEFS" | sed 's/-DHAVE_NUMA=1//')
+COMMON="-g -O1 -fPIC -std=gnu11 -pthread -fno-omit-frame-pointer -fno-strict-aliasing -Wall -Wextra $DEFS"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+# compile CC OBJDIR FLAGS SOURCES...: an object per source, rebuilt when it or any header is newer.
+compile() {
+    cc=$1 dir=$2 flags=$3
+    shift 3
+    mkdir -p "$dir"
+    newest_h=$(ls -t $HEADERS | head -1)
+    todo=""
+    for src in "$@"; do
+        obj="$dir/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"
+        if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_h" -nt "$obj" ]; then
+            todo="$todo $src"
+        fi
+    done
+    [ -z "$todo" ] && return 0
+    echo "fuzz: $cc: compiling$todo" >&2
+    pids="" n=0 jobs=$(nproc)
+    for src in $todo; do
+        obj="$dir/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"
+        # shellcheck disable=SC2086
+        $cc $flags -c -o "$obj" "$src" &
+        pids="$pids $!"
+        n=$((n + 1))
+        if [ $n -ge "$jobs" ]; then
+            for p in $pids; do wait "$p" || { rm -f "$obj"; return 1; }; done
+            pids="" n=0
+        fi
+    done
+    for p in $pids; do wait "$p" || return 1; done
+}
+
+objs() {
+    dir=$1
+    shift
+    for src in "$@"; do printf '%s ' "$dir/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"; done
+}
+
+have_libfuzzer() {
+    command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1 || return 1
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' \
+        > "$B/probe.c"
+    "${FUZZ_CC:-clang}" -fsanitize=fuzzer,address,undefined -o "$B/probe" "$B/probe.c" >/dev/null 2>&1
+}
+
+# The fake GPU plugin (gcc build of tests/fake_gpu_plugin.c) backs accelaes instance 2.
+fake_gpu() {
+    [ -f tests/fake_gpu_plugin.c ] && make -s build/accelaes-fakegpu.so >/dev/null || true
+}
+
+build() {
+    mkdir -p "$B"
+    if ! have_libfuzzer; then
+        echo "fuzz: ${FUZZ_CC:-clang} with libFuzzer is not installed (Debian: apt-get install clang" \
+             "libclang-rt-dev, or sh tools/install-deps.sh test)" >&2
+        return 1
+    fi
+    cc=${FUZZ_CC:-clang}
+    san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    # shellcheck disable=SC2086
+    compile "$cc" "$B/obj" "$COMMON -fvisibility=hidden -fsanitize=fuzzer-no-link $san" $CORE_SRC
+    # shellcheck disable=SC2086
+    compile "$cc" "$B/obj" "$COMMON -Werror=missing-prototypes -fsanitize=fuzzer-no-link $san" $HARNESS
+    # shellcheck disable=SC2086
+    $cc -fsanitize=fuzzer $san -o "$B/fuzz_diff" $(objs "$B/obj" $HARNESS $CORE_SRC) $LIBS
+    fake_gpu
+}
+
+replay_build() {
+    mkdir -p "$B"
+    cc=${REPLAY_CC:-cc}
+    san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    printf 'int main(void) { return 0; }\n' > "$B/probe.c"
+    $cc $san -o "$B/probe" "$B/probe.c" >/dev/null 2>&1 || san=""
+    # shellcheck disable=SC2086
+    compile "$cc" "$B/replay-obj" "$COMMON -fvisibility=hidden $san" $CORE_SRC
+    # shellcheck disable=SC2086
+    compile "$cc" "$B/replay-obj" "$COMMON -Werror=missing-prototypes $san" $HARNESS fuzz/replay_main.c
+    # shellcheck disable=SC2086
+    $cc $san -o "$B/fuzz_replay" $(objs "$B/replay-obj" $HARNESS fuzz/replay_main.c $CORE_SRC) $LIBS
+    fake_gpu
+    echo "fuzz: built $B/fuzz_replay (${san:-no sanitizers})" >&2
+}
+
+FLAGS="-max_len=8192 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1"
+
+case "${1:-}" in
+build)
+    build
+    ;;
+fuzz)
+    secs=${2:-600}
+    build
+    mkdir -p "$B/corpus" "$B/artifacts"
+    # shellcheck disable=SC2086
+    exec "$B/fuzz_diff" $FLAGS -max_total_time="$secs" -artifact_prefix="$B/artifacts/" \
+        ${FUZZ_JOBS:+-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS} "$B/corpus" fuzz/corpus
+    ;;
+smoke)
+    secs=${2:-60}
+    if ! build; then
+        [ "${FUZZ_REQUIRE:-0}" = 1 ] && exit 1
+        echo "SKIP: fuzz-smoke needs clang with libFuzzer (the corpus replay runs in tests/test_fuzz_corpus.py)"
+        exit 0
+    fi
+    mkdir -p "$B/artifacts"
+    echo "fuzz-smoke: replaying fuzz/corpus ($(ls fuzz/corpus | wc -l) inputs)"
+    # shellcheck disable=SC2086
+    "$B/fuzz_diff" $FLAGS -runs=0 fuzz/corpus
+    rm -rf "$B/smoke-corpus"
+    mkdir -p "$B/smoke-corpus"
+    echo "fuzz-smoke: fuzzing for $secs s"
+    # shellcheck disable=SC2086
+    "$B/fuzz_diff" $FLAGS -max_total_time="$secs" -artifact_prefix="$B/artifacts/" \
+        "$B/smoke-corpus" fuzz/corpus
+    ;;
+replay-build)
+    replay_build
+    ;;
+replay)
+    shift
+    replay_build
+    if [ $# -eq 0 ]; then set -- fuzz/corpus; fi
+    exec "$B/fuzz_replay" "$@"
+    ;;
+*)
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
