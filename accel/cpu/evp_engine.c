@@ -39,42 +39,67 @@ typedef struct evp_keyset {
 
 /* ------------------------------------------------------------------------------------------
  * The private library context: made once, never freed (contexts made from it may live as long
- * as the process).
+ * as the process). A failed attempt (an allocation failing once) frees what it made and the
+ * next use tries again, so that it cannot disable the engine for the life of the process.
  * ------------------------------------------------------------------------------------------ */
 
 static EVP_CIPHER *g_ciph[3][3];  /* [ECB, CBC, CTR][128, 192, 256] */
 static int g_ready;
+static int g_atfork;
+static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Bumped in a fork child: a slot some parent thread held at the fork is free in the child. */
 static int g_gen = 1;
 
 static void evp_atfork_child(void)
 {
     __atomic_add_fetch(&g_gen, 1, __ATOMIC_RELAXED);
+    pthread_mutex_init(&g_lib_lock, NULL);   /* a parent thread may have held it at the fork */
 }
 
-static void evp_lib_init(void)
+/* Called with g_lib_lock held. */
+static int evp_lib_init(void)
 {
     static const char *const mode[3] = { "ECB", "CBC", "CTR" };
-    OSSL_LIB_CTX *lib = OSSL_LIB_CTX_new();
+    EVP_CIPHER *c[3][3] = { { NULL } };
+    OSSL_PROVIDER *prov = NULL;
+    OSSL_LIB_CTX *lib;
     char name[32];
+    int ok;
 
-    if (lib == NULL || OSSL_PROVIDER_load(lib, "default") == NULL
-        || pthread_atfork(NULL, NULL, evp_atfork_child) != 0)
-        return;
-    for (int m = 0; m < 3; m++)
-        for (int i = 0; i < 3; i++) {
+    if (!g_atfork && pthread_atfork(NULL, NULL, evp_atfork_child) != 0)
+        return 0;
+    g_atfork = 1;
+    lib = OSSL_LIB_CTX_new();
+    ok = lib != NULL && (prov = OSSL_PROVIDER_load(lib, "default")) != NULL;
+    for (int m = 0; m < 3 && ok; m++)
+        for (int i = 0; i < 3 && ok; i++) {
             snprintf(name, sizeof(name), "AES-%d-%s", 128 + 64 * i, mode[m]);
-            if ((g_ciph[m][i] = EVP_CIPHER_fetch(lib, name, "provider=default")) == NULL)
-                return;
+            ok = (c[m][i] = EVP_CIPHER_fetch(lib, name, "provider=default")) != NULL;
         }
-    g_ready = 1;
+    if (!ok) {
+        for (int m = 0; m < 3; m++)
+            for (int i = 0; i < 3; i++)
+                EVP_CIPHER_free(c[m][i]);
+        if (prov != NULL)
+            OSSL_PROVIDER_unload(prov);
+        OSSL_LIB_CTX_free(lib);
+        return 0;
+    }
+    memcpy(g_ciph, c, sizeof(g_ciph));
+    return 1;
 }
 
 static int evp_lib_ready(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, evp_lib_init);
-    return g_ready;
+    int ready;
+
+    if (__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE))
+        return 1;
+    pthread_mutex_lock(&g_lib_lock);
+    ready = g_ready || evp_lib_init();
+    __atomic_store_n(&g_ready, ready, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_lib_lock);
+    return ready;
 }
 
 /* ------------------------------------------------------------------------------------------
