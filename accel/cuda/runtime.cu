@@ -206,12 +206,14 @@ static int init_device(void)
     acc_cu.chunk = (size_t)env_long("ACCELAES_CUDA_CHUNK_KB", 4096, 64, 65536) * 1024;
     acc_cu.fail_after = env_long("ACCELAES_CUDA_FAIL_AFTER", -1, 0, 1L << 40);
     acc_cu.adapt = (int)env_long("ACCELAES_CUDA_ADAPT", 1, 0, 1);
-    /* Run 3 cut small groups into nbuf (3) chunks; 8 makes the unoverlapped first copy-in and last
-     * copy-out an eighth of the group each instead of a third. */
-    acc_cu.split = (int)env_long("ACCELAES_CUDA_SPLIT", 8, 1, 64);
-    /* One thread cannot keep up with PCIe: copying into and out of pinned memory runs at ~5-7 GB/s
-     * per core on the H100 host against 55 GB/s per direction, so a chunk's host work is split over
-     * a team. Half the online CPUs at most, leaving the rest to the application and the CPU pool. */
+    /* 3 (run 3's choice) measured as well as or better than 8 and 16 with the host team (run 4,
+     * H100 host, 1 and 16 MiB, e.g. ECB-128 16 MiB 22.3 / 18.2-18.7 / 19.2 GB/s): more, smaller chunks
+     * cost more in per-chunk set-up and hand-offs than they save in ring fill and drain. */
+    acc_cu.split = (int)env_long("ACCELAES_CUDA_SPLIT", 3, 1, 64);
+    /* One thread cannot keep up with PCIe: on the H100 host one thread copies 8.6 GB/s and XORs
+     * 5.6-7.3 GB/s against 55 GB/s per direction, 8 threads 47 and 33 GB/s (run 4), so a chunk's
+     * host work is split over a team. Half the online CPUs at most (8 by default), leaving the rest
+     * to the application and the CPU pool; every helper costs CPU time (see gpu-h100.md, run 4). */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     long def_threads = ncpu / 2 < 8 ? ncpu / 2 : 8;
     acc_cu.host_threads = (int)env_long("ACCELAES_CUDA_HOST_THREADS", def_threads < 1 ? 1 : def_threads, 1,
