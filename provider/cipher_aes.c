@@ -355,6 +355,11 @@ static __attribute__((noinline)) int block_update_general(acc_cipher_ctx *c, uns
 
     if (c->tlsversion > 0 && c->key_set)
         return acc_tls_update(c, out, outl, outsize, in, inl);
+    /* EVP hands a negative int length down as SIZE_MAX - k: the sum must not wrap */
+    if (inl > (size_t)INT_MAX) {
+        acc_raise(ACC_R_LENGTH_TOO_LARGE, "input of %zu bytes is more than an int can report", inl);
+        return 0;
+    }
     total = c->bufsz + inl;
     produce = total & ~(size_t)(ACC_AES_BLOCK - 1);
     /* Decrypting with padding: a stream ending on a block boundary keeps its last block
