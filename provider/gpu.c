@@ -92,10 +92,12 @@ static void warn_once(const acc_settings *s, const char *why)
     fprintf(stderr, "accelaes: backend=cuda but %s: using the CPU\n", why);
 }
 
-/* ACCELAES_GPU_PLUGIN, else accelaes-cuda.so beside the module this function lives in. */
+/* ACCELAES_GPU_PLUGIN, else accelaes-cuda.so beside the module this function lives in. Never the
+ * environment's in a setuid, setgid or file-capability program (secure_getenv): the caller's user
+ * would choose a library for a more privileged process to load. */
 static int plugin_path(char *buf, size_t len)
 {
-    const char *env = getenv("ACCELAES_GPU_PLUGIN");
+    const char *env = secure_getenv("ACCELAES_GPU_PLUGIN");
     Dl_info di;
     if (env && *env)
         return snprintf(buf, len, "%s", env) < (int)len;
@@ -252,7 +254,7 @@ static size_t calibrate(void)
             }
         }
         warm = 0;
-        if (getenv("ACCELAES_GPU_VERBOSE"))   /* a trace for benchmarks; off by default */
+        if (secure_getenv("ACCELAES_GPU_VERBOSE"))   /* a trace for benchmarks; off by default */
             fprintf(stderr, "accelaes-gpu: calibration CTR %zu KiB: GPU %.3f ms, CPU engine %.3f ms\n",
                     sizes[i] >> 10, gpu * 1e3, cpu * 1e3);
         if (gpu < cpu) {
@@ -289,7 +291,7 @@ int acc_gpu_wants(const acc_settings *s, int op, size_t len)
     if (!g.calibrated) {
         g.cal_min = calibrate();
         g.calibrated = 1;
-        if (getenv("ACCELAES_GPU_VERBOSE"))
+        if (secure_getenv("ACCELAES_GPU_VERBOSE"))
             fprintf(stderr, "accelaes-gpu: gpu_min calibrated to %s%zu\n", g.cal_min == SIZE_MAX ? "never: " : "",
                     g.cal_min);
     }

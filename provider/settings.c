@@ -1,6 +1,7 @@
 /* provider/settings.c: the settings of DESIGN.md, read from the provider's openssl.cnf section
  * (through the core's get_params) and overridden by ACCELAES_<NAME> environment variables.
  * A bad value or an unknown key refuses the load with a message that names the setting. */
+#define _GNU_SOURCE   /* secure_getenv */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -102,7 +103,7 @@ static int known_key(const char *k)
  * hand over are taken from it. */
 static int scan_conf_section(const char *provname, acc_settings *s, const char *const core_vals[])
 {
-    const char *file = getenv("OPENSSL_CONF");
+    const char *file = secure_getenv("OPENSSL_CONF");
     char *deffile = NULL;
     CONF *conf;
     const char *init, *provs, *sect = NULL, *from_file[N_SETTINGS] = { NULL };
@@ -176,13 +177,15 @@ int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
             return 0;
     if (!scan_conf_section(provname, s, vals))
         return 0;
+    /* secure_getenv, as OpenSSL's own ossl_safe_getenv: a setuid, setgid or file-capability
+     * program must not take its settings from the user who started it. */
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const char *v;
         size_t j;
         snprintf(envname, sizeof(envname), "ACCELAES_%s", setting_names[i]);
         for (j = 0; envname[j] != '\0'; j++)
             envname[j] = (char)toupper((unsigned char)envname[j]);
-        if ((v = getenv(envname)) != NULL && !apply(s, setting_names[i], v, envname))
+        if ((v = secure_getenv(envname)) != NULL && !apply(s, setting_names[i], v, envname))
             return 0;
     }
     return 1;

@@ -26,7 +26,7 @@ uint64_t acc_now_ns(void)
 
 int acc_shm_name(char *buf, size_t len)
 {
-    const char *env = getenv("ACCELAES_SHM_NAME");
+    const char *env = secure_getenv("ACCELAES_SHM_NAME");
     if (env == NULL || *env == '\0') {
         int n = snprintf(buf, len, "/accelaes.%u", (unsigned)getuid());
         return n > 0 && (size_t)n < len ? 0 : -1;

@@ -1,5 +1,6 @@
 /* accel/cpu/aesni.c: the inline AES engine: AES-NI on xmm registers, plus VAES on zmm registers
  * (4 blocks per instruction) where the CPU and the OS allow it, chosen once at run time. */
+#define _GNU_SOURCE   /* secure_getenv */
 #include <string.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -570,7 +571,7 @@ static const acc_engine *aesni_chosen;
 
 static void aesni_choose(void)
 {
-    const char *no_vaes = getenv("ACCELAES_NO_VAES");
+    const char *no_vaes = secure_getenv("ACCELAES_NO_VAES");
     if (!cpu_has_aesni())
         aesni_chosen = NULL;
     else if (cpu_has_vaes512() && !(no_vaes != NULL && strcmp(no_vaes, "1") == 0))

@@ -1,5 +1,6 @@
 /* accel/cpu/engine_select.c: picks the inline engine once per process: AES-NI (with VAES where
  * available) when the CPU has it, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP. */
+#define _GNU_SOURCE   /* secure_getenv */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@ static const acc_engine *g_default;
 
 static void choose_default(void)
 {
-    const char *force = getenv("ACCELAES_FORCE_EVP_ENGINE");
+    const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
     const acc_engine *ni = acc_engine_aesni();
 
     if ((force != NULL && strcmp(force, "1") == 0) || ni == NULL)

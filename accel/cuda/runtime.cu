@@ -44,7 +44,7 @@ void acc_cu_after_error(void)
 
 static long env_long(const char *name, long def, long lo, long hi)
 {
-    const char *v = getenv(name);
+    const char *v = secure_getenv(name);   /* never the caller's in a setuid program */
     char *end;
     if (!v || !*v)
         return def;
@@ -220,7 +220,7 @@ static int init_device(void)
                                         ACC_HT_MAXTHREADS);
     acc_cu.spin_us = (unsigned)env_long("ACCELAES_CUDA_HOST_SPIN_US", 200, 0, 100000);
     acc_cu.nt_min = (size_t)env_long("ACCELAES_CUDA_NT_KB", 4096, 0, 1L << 30) * 1024;
-    const char *ctr = getenv("ACCELAES_CUDA_CTR");
+    const char *ctr = secure_getenv("ACCELAES_CUDA_CTR");
     acc_cu.ctr_ks = !(ctr && !strcmp(ctr, "full"));
     for (int k = 0; k < 3; k++)
         if ((acc_cu.occ[k] = acc_cu_occupancy(k)) <= 0)
