@@ -28,7 +28,10 @@ int acc_shm_name(char *buf, size_t len)
 {
     const char *env = secure_getenv("ACCELAES_SHM_NAME");
     if (env == NULL || *env == '\0') {
-        int n = snprintf(buf, len, "/accelaes.%u", (unsigned)getuid());
+        /* The effective uid: the user whose rights the process has, and who owns what it creates.
+         * With the real uid a setuid program created /accelaes.<real uid> owned by another user,
+         * which that user's own processes then refused (and could not remove) for good. */
+        int n = snprintf(buf, len, "/accelaes.%u", (unsigned)geteuid());
         return n > 0 && (size_t)n < len ? 0 : -1;
     }
     size_t n = strlen(env);
@@ -45,7 +48,7 @@ int acc_shm_check_fd(int fd, const char **why)
     struct stat st;
     if (fstat(fd, &st) != 0) { *why = "cannot stat the segment"; return -1; }
     if (!S_ISREG(st.st_mode)) { *why = "not a regular file"; return -1; }
-    if (st.st_uid != getuid()) { *why = "owned by another user"; return -1; }
+    if (st.st_uid != geteuid()) { *why = "owned by another user"; return -1; }
     if ((st.st_mode & 07777) != 0600) { *why = "mode is not 0600"; return -1; }
     if ((uint64_t)st.st_size != sizeof(acc_shm_table)) { *why = "wrong size (another version?)"; return -1; }
     return 0;
@@ -158,7 +161,7 @@ static int init_table(acc_shm_table *t)
     h->unit_size = sizeof(acc_shm_unit);
     h->proc_size = sizeof(acc_shm_proc);
     h->waiter_size = sizeof(acc_shm_waiter);
-    h->owner_uid = (uint32_t)getuid();
+    h->owner_uid = (uint32_t)geteuid();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;

@@ -103,7 +103,7 @@ typedef struct acc_shm_table {
  * override is not a valid POSIX shm name ("/x", no other '/', short). */
 int acc_shm_name(char *buf, size_t len);
 
-/* Check an open segment's file: regular, owned by getuid(), mode exactly 0600, and of the
+/* Check an open segment's file: regular, owned by geteuid(), mode exactly 0600, and of the
  * expected size. 0 if usable, else -1 and *why says what was wrong. */
 int acc_shm_check_fd(int fd, const char **why);
 
