@@ -1,19 +1,38 @@
-/* tools/files.h: what the parts of accelaes-files share: the run (cipher, key, job list, counters) and
- * the per-file transform. */
+/* tools/files.h: what the parts of accelaes-files share: the run (cipher, key, job list, queues, counters), the file
+ * in flight (a slot), and the per-file steps: open, advance (the I/O), transform (the update), finish. */
 #ifndef ACCELAES_TOOLS_FILES_H
 #define ACCELAES_TOOLS_FILES_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/types.h>
 
+#include <openssl/async.h>
 #include <openssl/evp.h>
 
-#define PIECE (1u << 20) /* bytes read per step: memory stays bounded at two pieces per thread */
+/* Bytes read per step. One file at a time per thread: 1 MiB (fewer system calls). Many files in flight per thread
+ * (ASYNC jobs whose CBC-encrypt updates share the provider's multi-buffer lanes): each holds a piece, encrypted in
+ * place; 32, 64 and 128 KiB measured the same (bench/results/files-*.md), and 64 KiB keeps a thread's 16 pieces
+ * within a 1 MiB L2. */
+#define PIECE_SYNC (1u << 20)
+#define PIECE_ASYNC (64u << 10)
 #define IVLEN 16
+/* Files in flight per thread with ASYNC jobs: the 16 CBC-encrypt lanes of intel-ipsec-mb on AVX-512 + VAES
+ * (accel/mb.h; 8 elsewhere, where the batch simply closes at 8 and the rest waits for the next one). */
+#define JOBS_DEFAULT 16
+#define JOBS_MAX 64
 
 struct job {
-    char *rel; /* path relative to IN_DIR */
+    char *rel;  /* path relative to IN_DIR */
+    off_t size; /* from the walk's stat: the largest files go first */
+};
+
+/* The files dealt to one worker, largest first: the worker takes from the front; a worker whose own are gone takes
+ * from the back of the fullest other queue (its smallest files). */
+struct queue {
+    size_t *idx; /* into run->jobs */
+    size_t head, tail;
 };
 
 struct run {
@@ -22,29 +41,76 @@ struct run {
     unsigned char key[EVP_MAX_KEY_LENGTH];
     const char *in_dir, *out_dir;
     int do_fsync, progress;
+    int inflight; /* files in flight per thread: 1 means no ASYNC jobs */
+    size_t piece; /* PIECE_SYNC or PIECE_ASYNC */
     struct job *jobs;
     size_t njobs, cap;
-    atomic_size_t next, done;
+    struct queue *queues; /* one per worker */
+    size_t *queued;       /* the queues' entries, one allocation */
+    int nqueues;
+    pthread_mutex_t take_lock; /* the queues: taken once per file, so a lock costs nothing that shows */
+    atomic_size_t done;
     atomic_int failed;
     atomic_ullong bytes;
     atomic_uint tmp_seq;
     pthread_mutex_t err_lock; /* stderr lines, so they never interleave with the progress line */
 };
 
-struct worker {
+/* One file in flight: everything its stream needs lives here, not on a stack, so that a thread can take many files
+ * in turns and run their updates in ASYNC jobs. */
+struct slot {
     struct run *run;
-    pthread_t tid;
     EVP_CIPHER_CTX *ctx;
-    unsigned char *inbuf, *outbuf;
+    unsigned char *buf;     /* the piece read: run->piece bytes */
+    unsigned char *out_buf; /* where updates write: buf itself when encrypting (in place: every update but the last
+                             * is whole blocks), a second piece when decrypting (the held-back block shifts it) */
+    unsigned char *tail;    /* the final block: 2 * IVLEN bytes */
+    const struct job *job;  /* the file, or NULL when the slot is free */
+    char *in_path, *out_path, *tmp;
+    int in, out;
+    const char *what; /* what failed in the stream, or NULL */
+    int err, ssl_err; /* its errno; whether the reason is on OpenSSL's error queue */
+    ASYNC_JOB *ajob;  /* the paused job transforming this file's piece, or NULL */
+    ASYNC_WAIT_CTX *wctx;
+    size_t n;  /* bytes of the piece in buf, not yet written out (0: none) */
+    int outl;  /* of which the transform made this many in out_buf */
+    int last;  /* a short piece came: the file ends after it */
+    int state; /* the worker's: SLOT_READY (a piece to transform), SLOT_PAUSED (its job waits in the batch) */
 };
 
+struct worker {
+    struct run *run;
+    int id; /* its queue */
+    pthread_t tid;
+    struct slot *slots;
+    int nslots;
+    unsigned char *mem; /* every slot's buffers, one allocation */
+    size_t memlen;
+};
+
+/* Processes every file of r on nthreads threads, with a progress line where r->progress; 0, or -1 when out of
+ * memory for the threads (files that fail are counted in r->failed). */
+int files_run(struct run *r, int nthreads);
 /* One line on stderr: "accelaes-files: PATH: WHAT[: WHY]". */
 void files_report(struct run *r, const char *path, const char *what, const char *why);
 /* Reads a hex key (whitespace ignored); returns its length, or -1 after saying why on stderr. */
 int files_read_key(const char *file, unsigned char *key, size_t keymax);
 /* "a/b", or a copy of a when b is empty; NULL when out of memory. */
 char *files_join(const char *a, const char *b);
-/* Encrypts or decrypts IN_DIR/rel into OUT_DIR/rel by way of a temporary name; 1 done, 0 failed (reported). */
-int files_process(struct worker *w, const struct job *j);
+/* Opens IN_DIR/rel and a temporary output beside OUT_DIR/rel, writes or reads the IV and sets up the cipher.
+ * 1: the slot holds the file, ready to stream; 0: failed, reported, and the slot is free again. */
+int files_open(struct slot *s, const struct job *j);
+/* One step of a file: writes the piece transformed last (if any), then reads the next. 1: a piece is ready for
+ * files_transform. 0: the file is over, its final block written, or something failed (s->what says what); either
+ * way files_finish comes next. */
+int files_advance(struct slot *s);
+/* The cipher update of the piece read, in out_buf. Runs inside an ASYNC job when the worker batches; 1 done, 0
+ * failed (s->what set, the reason on OpenSSL's error queue). */
+int files_transform(struct slot *s);
+/* The whole file, one piece after another (one file at a time per thread). 1 done, 0 failed. */
+int files_stream(struct slot *s);
+/* Closes the output, renames it into place (or removes it after a failure, which is reported), closes the input
+ * and frees the slot for the next file. 1 done, 0 failed. */
+int files_finish(struct slot *s);
 
 #endif

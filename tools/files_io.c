@@ -154,112 +154,177 @@ char *files_join(const char *a, const char *b)
 
 /* ---- one file: IN -> temporary name -> final name ---- */
 
-/* Streams one open input into one open output; returns NULL or what failed (errno or the SSL queue set). */
-static const char *transform(struct worker *w, int in, int out, int *ssl_err)
+/* Records what failed (with errno, or with the reason on OpenSSL's queue) for files_finish to report; 0. */
+static int slot_fail(struct slot *s, const char *what, int ssl_err)
 {
-    struct run *r = w->run;
+    s->what = what;
+    s->err = ssl_err ? 0 : errno;
+    s->ssl_err = ssl_err;
+    return 0;
+}
+
+/* The IV: a fresh random one written first (encrypt), or the file's first 16 bytes (decrypt); then the cipher. */
+static int start_stream(struct slot *s)
+{
+    struct run *r = s->run;
     unsigned char iv[IVLEN];
+    ssize_t n;
+
+    if (r->enc) {
+        if (RAND_bytes(iv, IVLEN) != 1)
+            return slot_fail(s, "cannot make an IV", 1);
+        if (write_all(s->out, iv, IVLEN) < 0)
+            return slot_fail(s, "write failed", 0);
+    } else {
+        if ((n = read_full(s->in, iv, IVLEN)) < 0)
+            return slot_fail(s, "read failed", 0);
+        if (n < IVLEN)
+            return errno = 0, slot_fail(s, "shorter than the 16-byte IV: not a file this tool encrypted", 0);
+    }
+    if (EVP_CipherInit_ex2(s->ctx, r->cipher, r->key, iv, r->enc, NULL) != 1)
+        return slot_fail(s, "cipher init failed", 1);
+    return 1;
+}
+
+int files_advance(struct slot *s)
+{
+    struct run *r = s->run;
     ssize_t n;
     int outl;
 
-    *ssl_err = 0;
-    if (r->enc) {
-        if (RAND_bytes(iv, IVLEN) != 1)
-            return *ssl_err = 1, "cannot make an IV";
-        if (write_all(out, iv, IVLEN) < 0)
-            return "write failed";
-    } else {
-        if ((n = read_full(in, iv, IVLEN)) < 0)
-            return "read failed";
-        if (n < IVLEN)
-            return errno = 0, "shorter than the 16-byte IV: not a file this tool encrypted";
+    if (s->n > 0) {
+        if (write_all(s->out, s->out_buf, (size_t)s->outl) < 0)
+            return slot_fail(s, "write failed", 0);
+        atomic_fetch_add(&r->bytes, (unsigned long long)s->n);
+        s->n = 0;
+        s->outl = 0;
     }
-    if (EVP_CipherInit_ex2(w->ctx, r->cipher, r->key, iv, r->enc, NULL) != 1)
-        return *ssl_err = 1, "cipher init failed";
-    while ((n = read_full(in, w->inbuf, PIECE)) > 0) {
-        if (EVP_CipherUpdate(w->ctx, w->outbuf, &outl, w->inbuf, (int)n) != 1)
-            return *ssl_err = 1, "cipher update failed";
-        if (write_all(out, w->outbuf, (size_t)outl) < 0)
-            return "write failed";
-        atomic_fetch_add(&r->bytes, (unsigned long long)n);
+    if (!s->last) {
+        if ((n = read_full(s->in, s->buf, r->piece)) < 0)
+            return slot_fail(s, "read failed", 0);
+        /* read_full fills the piece up to the end of the file, so a short piece is the last one. Stopping there
+         * also keeps encryption in place safe: only the last update may leave a partial block in the context. */
+        s->last = (size_t)n < r->piece;
+        s->n = (size_t)n;
+        if (n > 0)
+            return 1;
     }
-    if (n < 0)
-        return "read failed";
-    if (EVP_CipherFinal_ex(w->ctx, w->outbuf, &outl) != 1) {
+    if (EVP_CipherFinal_ex(s->ctx, s->tail, &outl) != 1) {
         if (!r->enc)
-            return errno = 0, "bad decrypt (wrong key, or not a file this tool encrypted)";
-        return *ssl_err = 1, "cipher final failed";
+            return errno = 0, slot_fail(s, "bad decrypt (wrong key, or not a file this tool encrypted)", 0);
+        return slot_fail(s, "cipher final failed", 1);
     }
-    if (write_all(out, w->outbuf, (size_t)outl) < 0)
-        return "write failed";
-    return NULL;
+    if (write_all(s->out, s->tail, (size_t)outl) < 0)
+        return slot_fail(s, "write failed", 0);
+    return 0;
 }
 
-int files_process(struct worker *w, const struct job *j)
+int files_transform(struct slot *s)
 {
-    struct run *r = w->run;
-    char *in_path = files_join(r->in_dir, j->rel), *out_path = files_join(r->out_dir, j->rel), *tmp = NULL;
-    const char *what = NULL, *base;
-    int in = -1, out = -1, ssl_err = 0, ok = 0, err = 0;
+    if (EVP_CipherUpdate(s->ctx, s->out_buf, &s->outl, s->buf, (int)s->n) != 1)
+        return slot_fail(s, "cipher update failed", 1);
+    return 1;
+}
+
+int files_stream(struct slot *s)
+{
+    while (files_advance(s))
+        if (!files_transform(s))
+            return 0;
+    return s->what == NULL;
+}
+
+static void slot_clear(struct slot *s)
+{
+    if (s->in >= 0)
+        close(s->in);
+    if (s->out >= 0)
+        close(s->out);
+    s->in = s->out = -1;
+    free(s->in_path);
+    free(s->out_path);
+    free(s->tmp);
+    s->in_path = s->out_path = s->tmp = NULL;
+    s->job = NULL;
+}
+
+int files_open(struct slot *s, const struct job *j)
+{
+    struct run *r = s->run;
+    const char *base;
     struct stat st;
 
-    if (in_path == NULL || out_path == NULL) {
+    s->job = j;
+    s->in = s->out = -1;
+    s->what = NULL;
+    s->err = s->ssl_err = 0;
+    s->n = 0;
+    s->outl = 0;
+    s->last = 0;
+    s->in_path = files_join(r->in_dir, j->rel);
+    s->out_path = files_join(r->out_dir, j->rel);
+    s->tmp = NULL;
+    if (s->in_path == NULL || s->out_path == NULL) {
         files_report(r, j->rel, "out of memory", NULL);
-        goto done;
+        goto fail;
     }
-    if ((in = open(in_path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(in, &st) < 0) {
-        files_report(r, in_path, "cannot open", strerror(errno));
-        goto done;
+    if ((s->in = open(s->in_path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(s->in, &st) < 0) {
+        files_report(r, s->in_path, "cannot open", strerror(errno));
+        goto fail;
     }
     if (!S_ISREG(st.st_mode)) { /* it changed since the walk */
-        files_report(r, in_path, "no longer a regular file", NULL);
-        goto done;
+        files_report(r, s->in_path, "no longer a regular file", NULL);
+        goto fail;
     }
     /* The temporary sits beside the final name (same filesystem, so rename is atomic), hidden by a dot; the name
      * part is cut so that a long file name still leaves room under NAME_MAX. */
-    base = strrchr(out_path, '/') + 1;
-    for (int tries = 0; out < 0 && tries < 100; tries++) {
-        free(tmp);
-        if (asprintf(&tmp, "%.*s.%.160s.accelaes-tmp.%ld.%u", (int)(base - out_path), out_path, base,
+    base = strrchr(s->out_path, '/') + 1;
+    for (int tries = 0; s->out < 0 && tries < 100; tries++) {
+        free(s->tmp);
+        if (asprintf(&s->tmp, "%.*s.%.160s.accelaes-tmp.%ld.%u", (int)(base - s->out_path), s->out_path, base,
                      (long)getpid(), atomic_fetch_add(&r->tmp_seq, 1)) < 0) {
-            tmp = NULL;
-            files_report(r, in_path, "out of memory", NULL);
-            goto done;
+            s->tmp = NULL;
+            files_report(r, s->in_path, "out of memory", NULL);
+            goto fail;
         }
-        out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (out < 0 && errno != EEXIST)
+        s->out = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (s->out < 0 && errno != EEXIST)
             break;
     }
-    if (out < 0) {
-        files_report(r, tmp, "cannot create", strerror(errno));
-        free(tmp);
-        tmp = NULL;
-        goto done;
+    if (s->out < 0) {
+        files_report(r, s->tmp, "cannot create", strerror(errno));
+        goto fail;
     }
-    what = transform(w, in, out, &ssl_err);
-    err = errno;
-    if (what == NULL && r->do_fsync && fsync(out) < 0)
+    if (!start_stream(s))
+        return files_finish(s); /* reports, removes the temporary, frees the slot: 0 */
+    return 1;
+fail:
+    slot_clear(s);
+    return 0;
+}
+
+int files_finish(struct slot *s)
+{
+    struct run *r = s->run;
+    const char *what = s->what;
+    int err = s->err, ok = 0;
+
+    if (what == NULL && r->do_fsync && fsync(s->out) < 0)
         what = "fsync failed", err = errno;
     /* close reports delayed write errors (NFS, quota): it is part of the write. */
-    if (close(out) < 0 && what == NULL)
+    if (close(s->out) < 0 && what == NULL)
         what = "close failed", err = errno;
-    out = -1;
-    if (what == NULL && rename(tmp, out_path) < 0)
+    s->out = -1;
+    if (what == NULL && rename(s->tmp, s->out_path) < 0)
         what = "cannot rename into place", err = errno;
     if (what == NULL)
         ok = 1;
-    else if (ssl_err)
-        report_ssl(r, in_path, what);
+    else if (s->ssl_err && what == s->what)
+        report_ssl(r, s->in_path, what);
     else
-        files_report(r, in_path, what, err ? strerror(err) : NULL);
-done:
-    if (!ok && tmp != NULL)
-        unlink(tmp);
-    if (in >= 0)
-        close(in);
-    free(tmp);
-    free(in_path);
-    free(out_path);
+        files_report(r, s->in_path, what, err ? strerror(err) : NULL);
+    if (!ok)
+        unlink(s->tmp);
+    slot_clear(s);
     return ok;
 }
-

@@ -1,0 +1,322 @@
+/* tools/files_run.c: accelaes-files' workers: the files dealt to one queue per thread, and each thread's loop: one
+ * file at a time, or (CBC encryption) many files in flight whose updates run in OpenSSL ASYNC jobs, so that the
+ * provider gathers them into its multi-buffer lanes. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/async.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+
+#include "tools/files.h"
+
+/* ---- the workers ---- */
+
+/* The index of the worker's next file: its own queue's front, else the back of the fullest other queue. */
+static int next_file(struct worker *w, size_t *i)
+{
+    struct run *r = w->run;
+    struct queue *q = &r->queues[w->id], *from = NULL;
+
+    pthread_mutex_lock(&r->take_lock);
+    if (q->head < q->tail) {
+        *i = q->idx[q->head++];
+        from = q;
+    } else {
+        for (int t = 0; t < r->nqueues; t++) {
+            struct queue *v = &r->queues[t];
+
+            if (v->tail > v->head && (from == NULL || v->tail - v->head > from->tail - from->head))
+                from = v;
+        }
+        if (from != NULL)
+            *i = from->idx[--from->tail];
+    }
+    pthread_mutex_unlock(&r->take_lock);
+    return from != NULL;
+}
+
+/* The next file that opens into slot s; 0 when none is left. A file that fails to open is reported and counted. */
+static int take_file(struct worker *w, struct slot *s)
+{
+    struct run *r = w->run;
+    size_t i;
+
+    while (next_file(w, &i)) {
+        if (files_open(s, &r->jobs[i]))
+            return 1;
+        atomic_store(&r->failed, 1);
+        atomic_fetch_add(&r->done, 1);
+    }
+    return 0;
+}
+
+static void file_done(struct slot *s)
+{
+    if (!files_finish(s))
+        atomic_store(&s->run->failed, 1);
+    atomic_fetch_add(&s->run->done, 1);
+}
+
+enum { SLOT_IDLE, SLOT_READY, SLOT_PAUSED };
+
+static int transform_job(void *arg)
+{
+    return files_transform(*(struct slot **)arg);
+}
+
+/* Starts or resumes the job transforming slot s's piece. Returns 1 while the job is paused (its update waits in
+ * the provider's batch), 0 once the piece is done; a file that failed is finished (reported) here, at once, so that
+ * the reason on the thread's error queue is its own. */
+static int run_transform(struct slot *s)
+{
+    int fresh = s->state != SLOT_PAUSED, ret = 0;
+
+    switch (ASYNC_start_job(&s->ajob, s->wctx, &ret, transform_job, &s, sizeof(s))) {
+    case ASYNC_PAUSE:
+        s->state = SLOT_PAUSED;
+        return 1;
+    case ASYNC_FINISH:
+        break;
+    default: /* ASYNC_ERR, ASYNC_NO_JOBS */
+        if (fresh) {
+            ERR_clear_error();
+            ret = files_transform(s); /* no job could start: this piece runs here, without lanes */
+        } else {
+            /* A paused job that cannot be resumed: its file is lost, the others go on. */
+            s->what = "ASYNC job failed", s->err = 0, s->ssl_err = 1;
+            s->ajob = NULL;
+            ret = 0;
+        }
+    }
+    s->state = SLOT_IDLE;
+    if (!ret)
+        file_done(s);
+    return 0;
+}
+
+/* Many files in flight on this thread, in rounds: first the I/O of every file (write the piece transformed last
+ * round, read the next; a file that ends is finished and its slot takes the next file), then every file's cipher
+ * update, each in an ASYNC job, one right after another. The provider queues a CBC-encrypt update made inside a
+ * job and pauses the job (provider/batch.c), so the round's updates meet in its multi-buffer lanes: the queue runs
+ * when it is full, or when a resumed job finds that nobody joined since it paused, which is what resuming the
+ * paused jobs in turn does once all have been started. The I/O stays outside the jobs, so that a job runs the EVP
+ * update alone (OpenSSL 3.0 gives a job a 32 KiB stack) and so that the updates are not spread out by reads and
+ * writes in between, which let the provider's ~50 us batch wait run out (bench/results/files-*.md: 20-25% slower).
+ * Every pause of the batch may be resumed at once (its wait fd is always readable), so the thread polls instead of
+ * sleeping in select, as `openssl speed -async_jobs` does. */
+static void worker_async(struct worker *w)
+{
+    int more = 1;
+
+    for (;;) {
+        int ready = 0, paused = 0;
+
+        for (int i = 0; i < w->nslots; i++) {
+            struct slot *s = &w->slots[i];
+
+            while (s->job != NULL || (more && (more = take_file(w, s)))) {
+                if (files_advance(s)) {
+                    s->state = SLOT_READY;
+                    ready++;
+                    break;
+                }
+                file_done(s);
+            }
+        }
+        if (ready == 0)
+            break; /* every slot is empty and no file is left */
+        for (int i = 0; i < w->nslots; i++)
+            if (w->slots[i].state == SLOT_READY)
+                paused += run_transform(&w->slots[i]);
+        while (paused > 0) {
+            paused = 0;
+            for (int i = 0; i < w->nslots; i++)
+                if (w->slots[i].state == SLOT_PAUSED)
+                    paused += run_transform(&w->slots[i]);
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+
+    if (w->nslots > 1 && ASYNC_init_thread((size_t)w->nslots, (size_t)w->nslots)) {
+        worker_async(w);
+        ASYNC_cleanup_thread();
+        return NULL;
+    }
+    /* One file at a time (--no-async, or no ASYNC support here). */
+    while (take_file(w, &w->slots[0])) {
+        (void)files_stream(&w->slots[0]);
+        file_done(&w->slots[0]);
+    }
+    return NULL;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A worker's slots, with their cipher contexts, wait contexts and buffers (one allocation). 0, or -1 when out of
+ * memory. */
+static int worker_setup(struct worker *w, struct run *r, int nslots)
+{
+    size_t per = (r->enc ? 1 : 2) * r->piece + 2 * IVLEN;
+
+    w->run = r;
+    w->slots = calloc((size_t)nslots, sizeof(*w->slots));
+    w->mem = malloc((size_t)nslots * per);
+    if (w->slots == NULL || w->mem == NULL)
+        return -1;
+    w->memlen = (size_t)nslots * per;
+    for (int i = 0; i < nslots; i++) {
+        struct slot *s = &w->slots[i];
+
+        w->nslots = i + 1;
+        s->run = r;
+        s->in = s->out = -1;
+        s->buf = w->mem + (size_t)i * per;
+        s->tail = s->buf + r->piece;
+        s->out_buf = r->enc ? s->buf : s->tail + 2 * IVLEN;
+        s->ctx = EVP_CIPHER_CTX_new();
+        s->wctx = nslots > 1 ? ASYNC_WAIT_CTX_new() : NULL;
+        if (s->ctx == NULL || (nslots > 1 && s->wctx == NULL))
+            return -1;
+    }
+    return 0;
+}
+
+static void worker_teardown(struct worker *w)
+{
+    for (int i = 0; w->slots != NULL && i < w->nslots; i++) {
+        EVP_CIPHER_CTX_free(w->slots[i].ctx);
+        ASYNC_WAIT_CTX_free(w->slots[i].wctx); /* closes the provider's wait fd */
+    }
+    if (w->mem != NULL)
+        OPENSSL_cleanse(w->mem, w->memlen); /* plaintext of the last pieces */
+    free(w->mem);
+    free(w->slots);
+}
+
+/* Makes room for `need` descriptors now, while this process has one thread. Growing the descriptor table of a
+ * process with several threads waits for an RCU grace period (the kernel's expand_fdtable): 12-18 ms measured here
+ * at fd 64 and again at 256, a stall as long as the whole run. The table never shrinks, so one descriptor placed
+ * high and closed again is enough. Returns how many the limit (RLIMIT_NOFILE) leaves. */
+static long reserve_fds(long need)
+{
+    struct rlimit rl;
+    long room = 1024;
+    int fd, probe;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        room = (long)rl.rlim_cur;
+    if (need >= room)
+        need = room - 1;
+    probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (probe >= 0) {
+        if ((fd = fcntl(probe, F_DUPFD_CLOEXEC, (int)need)) >= 0)
+            close(fd);
+        close(probe);
+    }
+    return room;
+}
+
+/* Deals the files (sorted largest first) to one queue per worker in snake order, 0 1 1 0 0 1 ...: each worker
+ * starts with the largest files it will stream, and the queues' byte totals stay within one file of each other, so
+ * the workers' in-flight files (which cannot move to another thread) are balanced from the start. 0, or -1 when out
+ * of memory. */
+static int deal(struct run *r, int nthreads)
+{
+    size_t per = r->njobs / (size_t)nthreads + 1;
+
+    r->queues = calloc((size_t)nthreads, sizeof(*r->queues));
+    r->queued = malloc((size_t)nthreads * per * sizeof(*r->queued));
+    if (r->queues == NULL || r->queued == NULL)
+        return -1;
+    r->nqueues = nthreads;
+    for (int t = 0; t < nthreads; t++)
+        r->queues[t].idx = r->queued + (size_t)t * per;
+    for (size_t i = 0; i < r->njobs; i++) {
+        size_t pos = i % (size_t)nthreads;
+        struct queue *q = &r->queues[(i / (size_t)nthreads) % 2 ? (size_t)nthreads - 1 - pos : pos];
+
+        q->idx[q->tail++] = i;
+    }
+    return 0;
+}
+
+/* ---- the run ---- */
+
+/* Runs the jobs on nthreads workers; the calling thread draws the progress line meanwhile. */
+int files_run(struct run *r, int nthreads)
+{
+    struct worker *w = calloc((size_t)nthreads, sizeof(*w));
+    int started = 0, ret = 0, nslots = r->inflight;
+    long room;
+    double t0 = now();
+
+    if (w == NULL || deal(r, nthreads) < 0) {
+        fprintf(stderr, "accelaes-files: out of memory\n");
+        free(w);
+        return -1;
+    }
+    if ((size_t)nslots > (r->njobs + (size_t)nthreads - 1) / (size_t)nthreads) /* a worker's share of the files */
+        nslots = (int)((r->njobs + (size_t)nthreads - 1) / (size_t)nthreads);
+    /* Each file in flight holds its input, its output and the provider's wait fd; the rest of the process keeps a
+     * few dozen. Fewer files in flight where the limit is low, rather than files failing with EMFILE. */
+    room = reserve_fds(3L * nthreads * nslots + 64);
+    if (3L * nthreads * nslots + 64 > room)
+        nslots = room > 64 + 3L * nthreads ? (int)((room - 64) / (3L * nthreads)) : 1;
+    for (int i = 0; i < nthreads; i++) {
+        w[i].id = i;
+        if (worker_setup(&w[i], r, nslots) < 0) {
+            fprintf(stderr, "accelaes-files: out of memory for %d threads x %d files in flight\n", nthreads,
+                    nslots);
+            nthreads = i + 1;
+            ret = -1;
+            break;
+        }
+    }
+    for (int i = 0; ret == 0 && i < nthreads; i++) {
+        if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]) != 0)
+            break; /* fewer threads still finish the work */
+        started++;
+    }
+    if (ret == 0 && started == 0)
+        worker_main(&w[0]);
+    while (ret == 0 && r->progress && atomic_load(&r->done) < r->njobs) {
+        struct timespec nap = { 0, 200 * 1000 * 1000 };
+        double mb = (double)atomic_load(&r->bytes) / 1e6, dt = now() - t0;
+
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&r->err_lock);
+        fprintf(stderr, "\r\033[K%zu/%zu files, %.1f MB, %.1f MB/s", atomic_load(&r->done), r->njobs, mb,
+                dt > 0 ? mb / dt : 0.0);
+        pthread_mutex_unlock(&r->err_lock);
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(w[i].tid, NULL);
+    if (r->progress && ret == 0)
+        fprintf(stderr, "\r\033[K%zu files, %.1f MB in %.2f s\n", r->njobs,
+                (double)atomic_load(&r->bytes) / 1e6, now() - t0);
+    for (int i = 0; i < nthreads; i++)
+        worker_teardown(&w[i]);
+    free(w);
+    return ret;
+}
+
