@@ -1,5 +1,6 @@
 /* provider/tls.c: TLS 1.0-1.2 (and SSL 3.0 / DTLS) CBC record handling, as libssl drives it
  * through OSSL_CIPHER_PARAM_TLS_VERSION / _TLS_MAC_SIZE / _TLS_MAC: one update = one record. */
+#include <limits.h>
 #include <string.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -248,6 +249,12 @@ int acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t
     }
     if (!ctx->pad) {
         acc_raise(ACC_R_TLS_RECORD, "TLS records need padding switched on");
+        return 0;
+    }
+    /* EVP hands a negative int length down as SIZE_MAX - k (and the output size as that plus
+     * 16, which can wrap past it): no record comes near INT_MAX, and padding must not wrap */
+    if (inl > (size_t)INT_MAX) {
+        acc_raise(ACC_R_LENGTH_TOO_LARGE, "TLS record of %zu bytes", inl);
         return 0;
     }
     if (outsize < inl) {
