@@ -306,6 +306,12 @@ static int check_call(const acc_hmac_ctx *h, const unsigned char *out, size_t ou
         acc_raise(ACC_R_NO_KEY_SET, "no key set: call an init function with a key first");
         return 0;
     }
+    /* EVP hands a negative int length down as SIZE_MAX - k, with an output size that can wrap
+     * past it: no record comes near INT_MAX */
+    if (inl > (size_t)INT_MAX) {
+        acc_raise(ACC_R_LENGTH_TOO_LARGE, "TLS record of %zu bytes", inl);
+        return 0;
+    }
     if (outsize < inl) {
         acc_raise(ACC_R_OUTPUT_BUFFER_TOO_SMALL, "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
