@@ -12,9 +12,8 @@
 #include "fuzz/fuzz_diff.h"
 
 #define MAX_OPS 64
-#define MAX_TOTAL (1u << 20)   /* data bytes per input: larger inputs only slow the search */
 
-static int selftest;      /* FUZZ_DIFF_SELFTEST=1: accelaes's output corrupted, so inputs must abort */
+int fz_selftest;      /* FUZZ_DIFF_SELFTEST=1: accelaes's output corrupted, so inputs must abort */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -106,7 +105,7 @@ static int reaches_provider(const fz_run *R, const fz_slot *s)
 
 /* Both verdicts on a call; 1 when both succeeded. Both failing is agreement, provided accelaes
  * said why; the pair is then rebuilt, since a failed call may leave either half-changed. */
-static int verdicts(fz_run *R, fz_slot *s, int ok_d, int ok_a, unsigned long err_a)
+int fz_verdicts(fz_run *R, fz_slot *s, int ok_d, int ok_a, unsigned long err_a)
 {
     if (ok_d != ok_a)
         fz_diverge(R, "default %s, accelaes %s", ok_d ? "succeeded" : "failed", ok_a ? "succeeded" : "failed");
@@ -119,7 +118,7 @@ static int verdicts(fz_run *R, fz_slot *s, int ok_d, int ok_a, unsigned long err
 }
 
 /* A call only accelaes got: it must refuse, with a reason; then both are rebuilt. */
-static void refused(fz_run *R, fz_slot *s, int ok_a, const char *what)
+void fz_refused(fz_run *R, fz_slot *s, int ok_a, const char *what)
 {
     if (ok_a)
         fz_diverge(R, "accelaes accepted %s: it must refuse it", what);
@@ -128,12 +127,12 @@ static void refused(fz_run *R, fz_slot *s, int ok_a, const char *what)
     fz_resync(R, s);
 }
 
-static fz_slot *pick_slot(fz_run *R)
+fz_slot *fz_pick_slot(fz_run *R)
 {
     return &R->s[fz_u8(&R->r) % FZ_NSLOTS];
 }
 
-static void keep_last(fz_run *R, const uint8_t *out, size_t n)
+void fz_keep_last(fz_run *R, const uint8_t *out, size_t n)
 {
     uint8_t *p = realloc(R->last, n + 1);
 
@@ -149,7 +148,7 @@ static void keep_last(fz_run *R, const uint8_t *out, size_t n)
 
 static void op_init(fz_run *R)
 {
-    fz_slot *s = pick_slot(R);
+    fz_slot *s = fz_pick_slot(R);
     unsigned f = fz_u8(&R->r), g = R->raw ? fz_u8(&R->r) : 0;
     int with_cipher = (f >> 6) & 1, enc, eff;
     uint8_t key[64], iv[32];
@@ -192,7 +191,7 @@ static void op_init(fz_run *R)
     R->opname = "init";
     ERR_clear_error();
     if (fz_params_acc_only(R, params)) {
-        refused(R, s, fz_init(&s->c[FZ_ACC], with_cipher, k, keylen, v, ivlen, enc, params),
+        fz_refused(R, s, fz_init(&s->c[FZ_ACC], with_cipher, k, keylen, v, ivlen, enc, params),
                 "init parameters the default provider would misuse");
         return;
     }
@@ -213,7 +212,7 @@ static void op_init(fz_run *R)
         s->inited = 1;           /* EVP has the cipher now (a rebuild after failure gives it too) */
     }
     s->enc = eff;                /* EVP records the direction before it calls the provider */
-    if (!verdicts(R, s, ok_d, ok_a, err_a))
+    if (!fz_verdicts(R, s, ok_d, ok_a, err_a))
         return;
     s->inited = 1;
     if (k != NULL) {
@@ -227,255 +226,6 @@ static void op_init(fz_run *R)
     s->buffered = 0;
     fz_params_apply(s, params);
     fz_check_state(R, s);
-}
-
-/* ======================== Data calls ======================== */
-
-static size_t pick_size(fz_reader *r, unsigned cls)
-{
-    switch (cls & 7) {
-    case 0: return 0;
-    case 1: return 1 + fz_u8(r) % 16;
-    case 2: return fz_u8(r) % 64;
-    case 3: return 16 * (1 + fz_u8(r) % 8);
-    case 4: return fz_u16(r) % 4096;
-    case 5: return (fz_u16(r) | (size_t)fz_u8(r) << 16) % 70001;
-    case 6: return 16 * (fz_u16(r) % 4376);
-    default: return 65536 + fz_u16(r) % 4465;
-    }
-}
-
-static void fill(fz_run *R, uint8_t *dst, size_t n, unsigned src, unsigned seed)
-{
-    uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
-
-    switch (src) {
-    case 1:
-        if (n > 0)
-            memcpy(dst, R->last, n);
-        break;
-    case 2:
-        fz_take(&R->r, dst, n);
-        break;
-    case 3:
-        memset(dst, 0, n);
-        break;
-    default:
-        for (size_t i = 0; i < n; i++) {      /* splitmix64: cheap bytes that are not all alike */
-            if (i % 8 == 0) {
-                uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-                x ^= z ^ (z >> 31);
-            }
-            dst[i] = (uint8_t)(x >> (8 * (i % 8)));
-        }
-        break;
-    }
-}
-
-/* The buffers of one side for one data call. In place, the output lags the input by the bytes
- * the context holds back (the one layout in which EVP allows in and out to share memory). */
-typedef struct bufs {
-    uint8_t *mem, *in, *out;
-    size_t memlen;
-} bufs;
-
-static void bufs_make(fz_run *R, bufs *b, const uint8_t *data, size_t inl, int inplace, size_t lag,
-                      unsigned in_off, unsigned out_off, size_t outalloc)
-{
-    memset(b, 0, sizeof(*b));
-    if (inplace) {
-        b->memlen = in_off + lag + inl + 16;
-        b->mem = malloc(b->memlen);
-        if (b->mem != NULL) {
-            memset(b->mem, 0xA5, b->memlen);
-            b->out = b->mem + in_off;
-            b->in = b->out + lag;
-        }
-    } else {
-        /* exact sizes, so that ASan sees a write past the output size given */
-        b->memlen = out_off + outalloc;
-        b->mem = malloc(b->memlen);
-        uint8_t *inb = malloc(in_off + inl + 1);
-        if (b->mem != NULL && inb != NULL) {
-            memset(b->mem, 0xA5, b->memlen);
-            b->out = b->mem + out_off;
-            b->in = inb + in_off;
-        } else {
-            free(inb);
-        }
-    }
-    if (b->out == NULL)
-        fz_diverge(R, "out of memory");
-    if (inl > 0)
-        memcpy(b->in, data, inl);
-}
-
-static void bufs_free(bufs *b, int inplace, unsigned in_off)
-{
-    if (!inplace && b->in != NULL)
-        free(b->in - in_off);
-    free(b->mem);
-}
-
-/* Update (is_cipher 0) or EVP_Cipher (1). */
-static void op_data(fz_run *R, int is_cipher)
-{
-    fz_slot *s = pick_slot(R);
-    unsigned f = fz_u8(&R->r), src = (f >> 3) & 3, al = 0, h = 0, seed;
-    int inplace = (f >> 5) & 1, null_out = 0, null_in = 0, ok_d = 0, ok_a;
-    size_t inl = pick_size(&R->r, f), lag = 0, bs = R->mode == FZ_CTR ? 0 : 16, outsize, outl_d = 0, outl_a = 0;
-    const char *acc_only = NULL;
-    uint8_t *data;
-    bufs bd, ba;
-    unsigned long err_a;
-
-    R->opname = is_cipher ? "EVP_Cipher" : "update";
-    if (is_cipher && !R->raw && !s->inited)
-        return;                  /* EVP_Cipher does not check for a cipher: it crashes */
-    if (f & 0x40)
-        al = fz_u8(&R->r);
-    if (f & 0x80)
-        h = 1 | fz_u8(&R->r) << 1;
-    seed = fz_u16(&R->r);
-    if (src == 1)
-        inl = R->lastlen;
-    if (R->total + inl > MAX_TOTAL)
-        inl %= 512;
-    R->total += inl;
-    outsize = inl + bs;          /* what EVP passes */
-    if (h && R->raw) {
-        switch ((h >> 1) & 3) {
-        case 0: outsize = inl; break;
-        case 1: outsize = fz_u16(&R->r) % (inl + 33); break;
-        case 2: outsize = SIZE_MAX; break;
-        default: null_out = 1; break;
-        }
-        null_in = (h >> 3) & 1;
-    } else if (h) {
-        null_out = 1;
-    }
-    if (!is_cipher && R->mode != FZ_CTR)
-        lag = s->buffered;
-    if (null_out)
-        acc_only = "a NULL output buffer";
-    else if (null_in && inl > 0)
-        acc_only = "a NULL input with a length";
-    else if (is_cipher && R->mode != FZ_CTR && inl % 16 != 0)
-        acc_only = "EVP_Cipher on a partial block (documented: the default drops the tail)";
-    else if (!is_cipher && s->tls != 0 && R->mode == FZ_ECB)
-        acc_only = "a TLS record on ECB (documented: accelaes handles records only for CBC)";
-
-    data = malloc(inl + 1);
-    if (data == NULL)
-        fz_diverge(R, "out of memory");
-    fill(R, data, inl, src, seed);
-    {
-        size_t outalloc = outsize < inl + 16 ? outsize : inl + 16;
-        bufs_make(R, &bd, data, inl, inplace, lag, al & 15, al >> 4, outalloc);
-        bufs_make(R, &ba, data, inl, inplace, lag, al & 15, al >> 4, outalloc);
-    }
-    {
-        uint8_t *out_d = null_out ? NULL : bd.out, *out_a = null_out ? NULL : ba.out;
-        const uint8_t *in_d = null_in ? NULL : bd.in, *in_a = null_in ? NULL : ba.in;
-
-        ERR_clear_error();
-        if (acc_only == NULL)
-            ok_d = (is_cipher ? fz_cipher : fz_update)(&s->c[FZ_DEF], out_d, &outl_d, outsize, in_d, inl);
-        ERR_clear_error();
-        ok_a = (is_cipher ? fz_cipher : fz_update)(&s->c[FZ_ACC], out_a, &outl_a, outsize, in_a, inl);
-        err_a = ERR_peek_error();
-    }
-    if (acc_only == NULL && !is_cipher && R->mode == FZ_CTR && s->tls != 0 && !s->enc && s->tlsms > 0
-        && inl > 0) {
-        /* Documented: the default's stream update (written for the stitched ciphers) takes
-         * tls-mac-size bytes off every CTR decrypt as a "MAC", failing when fewer came in;
-         * accelaes ignores TLS settings on CTR. Compared modulo that. */
-        if (ok_d)
-            outl_d += s->tlsms;
-        else if (ok_a && inl < s->tlsms)
-            ok_d = 1, outl_d = outl_a;
-    }
-    if (acc_only != NULL) {
-        /* a NULL output is fine where nothing is due; anything else must be refused */
-        if (!(ok_a && null_out && outl_a == 0))
-            refused(R, s, ok_a, acc_only);
-        else
-            fz_resync(R, s);
-    } else if (verdicts(R, s, ok_d, ok_a, err_a)) {
-        if (selftest && outl_a > 0)
-            ba.out[0] ^= 1;      /* a planted difference: proves that comparisons can fail */
-        if (outl_d != outl_a)
-            fz_diverge(R, "%zu bytes in: default wrote %zu, accelaes %zu", inl, outl_d, outl_a);
-        if (outl_a > outsize || outl_a > (inplace ? bd.memlen - (al & 15) : bd.memlen - (al >> 4)))
-            fz_diverge(R, "accelaes reports %zu bytes written, room was %zu", outl_a, outsize);
-        if (inplace ? memcmp(bd.mem, ba.mem, bd.memlen) != 0 : memcmp(bd.out, ba.out, outl_a) != 0)
-            fz_diverge(R, "%zu bytes in, %zu out%s: the output bytes differ", inl, outl_a,
-                       inplace ? " (in place)" : "");
-        if (!is_cipher && R->mode != FZ_CTR) {
-            if (s->tls != 0)
-                s->buffered = 0;
-            else if (outl_a > s->buffered + inl)
-                fz_diverge(R, "%zu bytes out of %zu held plus %zu in", outl_a, s->buffered, inl);
-            else
-                s->buffered += inl - outl_a;
-        }
-        if (!is_cipher && s->tls != 0 && R->mode == FZ_CBC && !s->enc && inplace) {
-            size_t skip = (s->tls == 0x0300 || s->tls == 0x0301) ? 0 : 16;   /* the explicit IV */
-            s->tls_mac = 1;
-            if (inl >= skip)
-                fz_check_tls_mac(R, s, bd.out + skip, inl - skip);
-        }
-        keep_last(R, bd.out, outl_d);
-        fz_check_state(R, s);
-    }
-    bufs_free(&bd, inplace, al & 15);
-    bufs_free(&ba, inplace, al & 15);
-    free(data);
-}
-
-static void op_final(fz_run *R)
-{
-    fz_slot *s = pick_slot(R);
-    unsigned f = fz_u8(&R->r), off = f >> 4;
-    size_t outsize = R->mode == FZ_CTR ? 0 : 16, outl_d = 0, outl_a = 0, alloc;
-    int null_out = 0, ok_d = 0, ok_a;
-    uint8_t *od, *oa;
-    unsigned long err_a;
-
-    R->opname = "final";
-    if (R->raw && (f & 3) == 1)
-        outsize = fz_u8(&R->r) % 17;
-    else if (R->raw && (f & 3) == 2)
-        outsize = SIZE_MAX;
-    null_out = (f & 0xC) == 0xC;
-    alloc = outsize < 16 ? outsize : 16;
-    od = malloc(off + alloc);
-    oa = malloc(off + alloc);
-    if (od == NULL || oa == NULL)
-        fz_diverge(R, "out of memory");
-    ERR_clear_error();
-    if (!null_out)
-        ok_d = fz_final(&s->c[FZ_DEF], od + off, &outl_d, outsize);
-    ERR_clear_error();
-    ok_a = fz_final(&s->c[FZ_ACC], null_out ? NULL : oa + off, &outl_a, outsize);
-    err_a = ERR_peek_error();
-    if (null_out) {
-        if (!(ok_a && outl_a == 0))
-            refused(R, s, ok_a, "Final with a NULL output buffer");
-        else
-            fz_resync(R, s);
-    } else if (verdicts(R, s, ok_d, ok_a, err_a)) {
-        if (outl_d != outl_a || outl_a > alloc || memcmp(od + off, oa + off, outl_a) != 0)
-            fz_diverge(R, "Final wrote %zu bytes, accelaes %zu%s", outl_d, outl_a,
-                       outl_d == outl_a ? " (different bytes)" : "");
-        s->buffered = 0;
-        keep_last(R, od + off, outl_d);
-        fz_check_state(R, s);
-    }
-    free(od);
-    free(oa);
 }
 
 /* ======================== Copy, params, reset ======================== */
@@ -529,7 +279,7 @@ static void op_copy(fz_run *R)
 
 static void op_set_params(fz_run *R)
 {
-    fz_slot *s = pick_slot(R);
+    fz_slot *s = fz_pick_slot(R);
     fz_params ps;
     int ok_d, ok_a;
     unsigned long err_a;
@@ -538,14 +288,14 @@ static void op_set_params(fz_run *R)
     fz_params_build(&R->r, &ps);
     ERR_clear_error();
     if (fz_params_acc_only(R, ps.p)) {
-        refused(R, s, fz_set_params(&s->c[FZ_ACC], ps.p), "parameters the default provider would misuse");
+        fz_refused(R, s, fz_set_params(&s->c[FZ_ACC], ps.p), "parameters the default provider would misuse");
         return;
     }
     ok_d = fz_set_params(&s->c[FZ_DEF], ps.p);
     ERR_clear_error();
     ok_a = fz_set_params(&s->c[FZ_ACC], ps.p);
     err_a = ERR_peek_error();
-    if (verdicts(R, s, ok_d, ok_a, err_a)) {
+    if (fz_verdicts(R, s, ok_d, ok_a, err_a)) {
         fz_params_apply(s, ps.p);
         fz_check_state(R, s);
     }
@@ -569,7 +319,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         setenv("ACCELAES_SHM_NAME", shm_name, 1);
         atexit(remove_shm);
     }
-    selftest = getenv("FUZZ_DIFF_SELFTEST") != NULL && strcmp(getenv("FUZZ_DIFF_SELFTEST"), "1") == 0;
+    fz_selftest = getenv("FUZZ_DIFF_SELFTEST") != NULL && strcmp(getenv("FUZZ_DIFF_SELFTEST"), "1") == 0;
     if (!fz_setup()) {
         fprintf(stderr, "fuzz_diff: set-up failed\n");
         exit(1);
@@ -602,13 +352,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         R.op++;
         switch (op % 10) {
         case 0: op_init(&R); break;
-        case 1: case 2: op_data(&R, 0); break;
-        case 3: op_final(&R); break;
-        case 4: op_data(&R, 1); break;
+        case 1: case 2: fz_op_data(&R, 0); break;
+        case 3: fz_op_final(&R); break;
+        case 4: fz_op_data(&R, 1); break;
         case 5: op_copy(&R); break;
         case 6: op_set_params(&R); break;
-        case 7: R.opname = "get-params"; fz_op_get_params(&R, pick_slot(&R)); break;
-        case 8: R.opname = "reset"; slot_fresh(&R, pick_slot(&R)); break;
+        case 7: R.opname = "get-params"; fz_op_get_params(&R, fz_pick_slot(&R)); break;
+        case 8: R.opname = "reset"; slot_fresh(&R, fz_pick_slot(&R)); break;
         default: op_init(&R); break;
         }
     }

@@ -1,6 +1,6 @@
 /* fuzz/fuzz_diff.h: the state of one fuzz input (the reader over its bytes, the context pairs and
- * what the harness knows about them), shared by the operation code (fuzz_diff.c) and the
- * parameter code (fuzz_params.c). */
+ * what the harness knows about them), shared by fuzz_diff.c (entry points, init, copy, set-params),
+ * fuzz_data.c (update, EVP_Cipher, final) and fuzz_params.c (parameters and state checks). */
 #ifndef ACCELAES_FUZZ_DIFF_H
 #define ACCELAES_FUZZ_DIFF_H
 
@@ -52,6 +52,18 @@ typedef struct fz_run {
 void fz_diverge(const fz_run *R, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 /* Both contexts of the slot made again (after a failed call) from the model. */
 void fz_resync(fz_run *R, fz_slot *s);
+/* The two verdicts on one call; 1 when both succeeded (both failing rebuilds the pair). */
+int fz_verdicts(fz_run *R, fz_slot *s, int ok_d, int ok_a, unsigned long err_a);
+/* A call only accelaes got: it must have refused it, with a reason; the pair is rebuilt. */
+void fz_refused(fz_run *R, fz_slot *s, int ok_a, const char *what);
+fz_slot *fz_pick_slot(fz_run *R);
+/* The default provider's output, kept to be fed back as the next input. */
+void fz_keep_last(fz_run *R, const uint8_t *out, size_t n);
+extern int fz_selftest;
+
+/* ---- fuzz_data.c ---- */
+void fz_op_data(fz_run *R, int is_cipher);    /* Update (0) or EVP_Cipher (1) */
+void fz_op_final(fz_run *R);
 
 /* ---- fuzz_params.c ---- */
 #define FZ_MAXPARAMS 4

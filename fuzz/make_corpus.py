@@ -159,11 +159,19 @@ def seeds():
     # dispatch layer, every mode: wrong key and IV lengths, tight and short outputs, NULL buffers
     for c in (0, 4, 8):
         p = Prog(c, raw=1).init(lens=(KEYLEN[c] + 1, None)).init(lens=(None, 12)).init()
-        # hostile byte: bits 0-1 output (0 tight, 1 a size that follows, 2 SIZE_MAX, 3 NULL), bit 2 NULL input
+        # hostile byte: bits 0-1 output (0 tight, 1 a size that follows, 2 SIZE_MAX, 3 NULL), bit 2 NULL
+        # input, bit 3 a length near SIZE_MAX (its byte follows the output size's)
         p.update(size=33, hostile=(0,)).update(size=40, hostile=(1, b"\x05\x00"), seed=3)
         p.update(size=20, hostile=(2,)).update(size=7, hostile=(3,)).update(size=9, hostile=(4,))
+        p.update(size=5).update(size=3, hostile=(8, b"\x00")).update(size=4, hostile=(9, b"\x07\x00\x02"))
         p.final(outsize=3).init().update(size=31).final(outsize="max").final(null_out=True)
         out[f"raw-{CIPHERS[c]}-lengths"] = p
+    # EVP with a negative length (the provider sees SIZE_MAX - k) after bytes were held back, and
+    # with a NULL output
+    for c in (3, 0, 7):
+        p = Prog(c).init().update(size=5).update(size=3, hostile=(8, b"\x00")).update(size=20)
+        p.update(size=4, hostile=(3,)).cipher_call(size=16, hostile=(8, b"\x04")).final()
+        out[f"evp-{CIPHERS[c]}-negative-length"] = p
     # a copy mid-stream, then both halves go on; reset and use-before-init
     for c in (3, 7):
         p = Prog(c).init().update(size=21).copy(0, 1).update(slot=1, size=30).update(slot=0, size=30)

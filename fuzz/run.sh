@@ -11,7 +11,7 @@ set -e
 cd "$(dirname "$0")/.."
 B=build/fuzz
 CORE_SRC=$(ls provider/*.c accel/cpu/*.c scheduler/*.c)
-HARNESS="fuzz/fuzz_diff.c fuzz/fuzz_side.c fuzz/fuzz_params.c"
+HARNESS="fuzz/fuzz_diff.c fuzz/fuzz_data.c fuzz/fuzz_side.c fuzz/fuzz_params.c"
 HEADERS=$(ls */*.h accel/*/*.h provider/*.h fuzz/*.h 2>/dev/null)
 DEFS="-I. -DHAVE_IPSECMB=1 -DHAVE_NUMA=1"
 LIBS="-lcrypto -lpthread -ldl"
@@ -79,7 +79,7 @@ build() {
     cc=${FUZZ_CC:-clang}
     san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
     # shellcheck disable=SC2086
-    compile "$cc" "$B/obj" "$COMMON -fvisibility=hidden -fsanitize=fuzzer-no-link $san" $CORE_SRC
+    compile "$cc" "$B/obj" "$COMMON -fvisibility=hidden -Wno-unknown-attributes -fsanitize=fuzzer-no-link $san" $CORE_SRC
     # shellcheck disable=SC2086
     compile "$cc" "$B/obj" "$COMMON -Werror=missing-prototypes -fsanitize=fuzzer-no-link $san" $HARNESS
     # shellcheck disable=SC2086

@@ -58,3 +58,40 @@ def test_replay_detects_a_planted_difference(replay_bin):
                            timeout=60, env=env)
         assert r.returncode != 0, f"{seed.name}: a corrupted output went unnoticed"
         assert "DIVERGENCE" in r.stderr and "output bytes differ" in r.stderr, r.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- negative lengths through EVP
+
+NEGATIVE_SNIPPET = '''
+lc = evp.LibCtx(("default", "accelaes"), modules_dir=MODDIR)
+c = lc.fetch(NAME, "accelaes")
+ctx = evp.CipherCtx(c, bytes(KEYLEN), None if "ECB" in NAME else bytes(16), ENC)
+buf = evp.GuardedMem(4096)
+ok, outl = ctx.raw_update(buf.at(), buf.at(), HELD)     # bytes held back first
+emit({"held": ok})
+ok, outl = ctx.raw_update(buf.at(), buf.at(), INL)
+emit({"ok": ok, "outl": outl, "reasons": [e.reason for e in evp.drain_errors()]})
+'''
+
+STITCHED = ["AES-128-CBC-HMAC-SHA1", "AES-256-CBC-HMAC-SHA1", "AES-128-CBC-HMAC-SHA256",
+            "AES-256-CBC-HMAC-SHA256"]
+NEGATIVE = ([(n, e, 5, inl) for n in ("AES-128-CBC", "AES-256-ECB") for e in (1, 0) for inl in (-1, -3)]
+            + [(n, e, 0, inl) for n in STITCHED for e in (1, 0) for inl in (-32, -1)])
+
+
+@pytest.mark.parametrize("name,enc,held,inl", NEGATIVE,
+                         ids=[f"{n}-{'enc' if e else 'dec'}-held{h}-inl{i}" for n, e, h, i in NEGATIVE])
+def test_negative_length_is_refused(require_provider, isolated, name, enc, held, inl):
+    """EVP_CipherUpdate passes a negative length down as SIZE_MAX - k, and the output size as
+    that plus the block size (which can wrap past it). Regression for the fuzzer's finding on the
+    held-back sum (a8318a7) and the same shape in the stitched ciphers, which the fuzzer does not
+    drive: the provider must refuse with a reason, not touch memory."""
+    from conftest import MODULES
+    head = (f"MODDIR={str(MODULES)!r}; NAME={name!r}; KEYLEN={int(name.split('-')[1]) // 8}; "
+            f"ENC={enc}; HELD={held}; INL={inl}\n")
+    rc, results, stderr = isolated(head + NEGATIVE_SNIPPET)
+    assert rc == 0, f"{name} update({inl}): the child died (rc={rc}): {stderr[-1500:]}"
+    assert results and results[0]["held"] == 1 and len(results) == 2, (results, stderr[-1500:])
+    res = results[1]
+    assert not res["ok"], f"{name} update({inl}) accepted: {res}"
+    assert any(res["reasons"]), f"{name} update({inl}) refused without a reason: {res}"
