@@ -40,14 +40,13 @@ static void fill(fz_run *R, uint8_t *dst, size_t n, unsigned src, unsigned seed)
         memset(dst, 0, n);
         break;
     default:
-        for (size_t i = 0; i < n; i++) {      /* splitmix64: cheap bytes that are not all alike */
-            if (i % 8 == 0) {
-                uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-                x ^= z ^ (z >> 31);
-            }
-            dst[i] = (uint8_t)(x >> (8 * (i % 8)));
+        for (size_t i = 0; i < n; i += 8) {   /* splitmix64: cheap bytes that are not all alike */
+            uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            memcpy(dst + i, &z, n - i < 8 ? n - i : 8);
         }
         break;
     }

@@ -87,8 +87,10 @@ void fz_resync(fz_run *R, fz_slot *s)
         fz_ctx_free(&s->c[side]);
     slot_open(R, s);
     ERR_clear_error();
-    if (!s->inited)
+    if (!s->inited) {
+        s->enc = 0;              /* what a new EVP_CIPHER_CTX starts with */
         return;
+    }
     for (int side = 0; side < 2; side++)
         if (!fz_init(&s->c[side], 1, s->have_key ? s->key : NULL, R->keylen, s->have_iv ? s->iv : NULL,
                      16, s->enc, NULL))
