@@ -214,9 +214,10 @@ static void worker_teardown(struct worker *w)
 }
 
 /* Makes room for `need` descriptors now, while this process has one thread. Growing the descriptor table of a
- * process with several threads waits for an RCU grace period (the kernel's expand_fdtable): 12-18 ms measured here
- * at fd 64 and again at 256, a stall as long as the whole run. The table never shrinks, so one descriptor placed
- * high and closed again is enough. Returns how many the limit (RLIMIT_NOFILE) leaves. */
+ * process with several threads waits for an RCU grace period (the kernel's expand_fdtable): 8-32 ms measured each
+ * time it doubles past 64, 128, 256, 512 entries, as long as the whole run (bench/results/files-async.md). The table
+ * never shrinks, so one descriptor placed high and closed again is enough. Returns how many descriptors the limit
+ * (RLIMIT_NOFILE) allows. */
 static long reserve_fds(long need)
 {
     struct rlimit rl;
