@@ -8,6 +8,7 @@
 #include <openssl/core.h>
 #include <openssl/err.h>
 #include <openssl/provider.h>
+#include "accel/engine.h"
 #include "fuzz/fuzz_side.h"
 
 extern OSSL_provider_init_fn OSSL_provider_init;
@@ -170,6 +171,8 @@ int fz_setup(void)
             impls[FZ_DEF][inst][c] = impls[FZ_DEF][0][c];
         }
     }
+    fprintf(stderr, "fuzz_diff: accelaes inline engine: %s (ACCELAES_NO_VAES=1 and "
+            "ACCELAES_FORCE_EVP_ENGINE=1 choose the others)\n", acc_engine_default()->name);
     return 1;
 }
 

@@ -125,9 +125,18 @@ smoke)
         exit 0
     fi
     mkdir -p "$B/artifacts"
-    echo "fuzz-smoke: replaying fuzz/corpus ($(ls fuzz/corpus | wc -l) inputs)"
-    # shellcheck disable=SC2086
-    "$B/fuzz_diff" $FLAGS -runs=0 fuzz/corpus
+    # the corpus through each inline engine (chosen once per process, so one run each)
+    for eng in "" ACCELAES_NO_VAES=1 ACCELAES_FORCE_EVP_ENGINE=1; do
+        echo "fuzz-smoke: replaying fuzz/corpus ($(ls fuzz/corpus | wc -l) inputs) ${eng:-(default engine)}"
+        # shellcheck disable=SC2086
+        if env $eng "$B/fuzz_diff" $FLAGS -runs=0 fuzz/corpus > "$B/smoke-replay.log" 2>&1; then
+            grep -E "inline engine|DONE" "$B/smoke-replay.log"
+        else
+            tail -60 "$B/smoke-replay.log"
+            echo "fuzz-smoke: FAILED replaying the corpus; rerun: env $eng $B/fuzz_diff fuzz/corpus"
+            exit 1
+        fi
+    done
     rm -rf "$B/smoke-corpus"
     mkdir -p "$B/smoke-corpus"
     echo "fuzz-smoke: fuzzing for $secs s"

@@ -40,10 +40,16 @@ def test_corpus_is_committed_and_small():
     assert sum(p.stat().st_size for p in files) < 1 << 20
 
 
-def test_corpus_replays_without_divergence(replay_bin):
+ENGINES = {"default-engine": {}, "aesni-xmm": {"ACCELAES_NO_VAES": "1"},
+           "evp-engine": {"ACCELAES_FORCE_EVP_ENGINE": "1"}}
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_corpus_replays_without_divergence(replay_bin, engine):
+    """The whole corpus through each inline engine (the engine is chosen once per process)."""
     files = corpus_files()
     r = subprocess.run([str(replay_bin), str(CORPUS)], cwd=REPO, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, env=dict(os.environ, **ENGINES[engine]))
     assert r.returncode == 0, f"rc={r.returncode}\n{r.stderr[-6000:]}"
     assert f"replay: {len(files)} inputs, no divergence" in r.stdout, r.stdout
 
