@@ -3,6 +3,7 @@
  * tight or NULL buffers on the dispatch layer) and Final, each compared byte for byte. */
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/async.h>
 #include <openssl/err.h>
 #include "fuzz/fuzz_diff.h"
 
@@ -260,4 +261,110 @@ void fz_op_final(fz_run *R)
     }
     free(od);
     free(oa);
+}
+
+/* ======================== Async jobs ======================== */
+
+typedef struct async_arg {
+    fz_ctx *c;
+    uint8_t *out;
+    const uint8_t *in;
+    size_t inl, outl;
+    int ok;
+} async_arg;
+
+static int async_update(void *v)
+{
+    async_arg *a = *(async_arg **)v;
+
+    a->ok = fz_update(a->c, a->out, &a->outl, a->inl + 16, a->in, a->inl);
+    return a->ok;
+}
+
+/* One update on every pair at once: accelaes's inside ASYNC jobs resumed in turn, as an
+ * application with several jobs in flight does (CBC-encrypt is then queued and run in
+ * multi-buffer lanes, provider/batch.c), the default's directly; each compared as usual. */
+void fz_op_async(fz_run *R)
+{
+    unsigned f = fz_u8(&R->r), seed = fz_u16(&R->r);
+    async_arg a[FZ_NSLOTS];
+    uint8_t *in[FZ_NSLOTS], *od[FZ_NSLOTS];
+    ASYNC_JOB *job[FZ_NSLOTS] = { NULL };
+    ASYNC_WAIT_CTX *wait[FZ_NSLOTS] = { NULL };
+    int ok_d[FZ_NSLOTS], done[FZ_NSLOTS], left = 0;
+    size_t outl_d[FZ_NSLOTS];
+    unsigned long err_a;
+
+    R->opname = "async updates";
+    for (int i = 0; i < FZ_NSLOTS; i++) {
+        fz_slot *s = &R->s[i];
+        size_t inl = 768 + 16 * (fz_u8(&R->r) % 64) + ((f >> i) & 1 ? fz_u8(&R->r) % 16 : 0);
+
+        memset(&a[i], 0, sizeof(a[i]));
+        done[i] = s->tls != 0;   /* records have rules of their own (see fz_op_data) */
+        if (R->total + inl > MAX_TOTAL)
+            done[i] = 1;
+        in[i] = od[i] = NULL;
+        if (done[i])
+            continue;
+        R->total += inl;
+        in[i] = malloc(inl);
+        od[i] = malloc(inl + 16);
+        a[i].out = malloc(inl + 16);
+        wait[i] = ASYNC_WAIT_CTX_new();
+        if (in[i] == NULL || od[i] == NULL || a[i].out == NULL || wait[i] == NULL)
+            fz_diverge(R, "out of memory");
+        fill(R, in[i], inl, 0, seed + (unsigned)i);
+        a[i].c = &s->c[FZ_ACC];
+        a[i].in = in[i];
+        a[i].inl = inl;
+        ERR_clear_error();
+        ok_d[i] = fz_update(&s->c[FZ_DEF], od[i], &outl_d[i], inl + 16, in[i], inl);
+        left++;
+    }
+    ERR_clear_error();
+    for (long round = 0; left > 0; round++) {
+        if (round > 100000)
+            fz_diverge(R, "ASYNC jobs did not finish after %ld rounds", round);
+        for (int i = 0; i < FZ_NSLOTS; i++) {
+            async_arg *p = &a[i];
+            int ret = 0;
+
+            if (done[i])
+                continue;
+            switch (ASYNC_start_job(&job[i], wait[i], &ret, async_update, &p, sizeof(p))) {
+            case ASYNC_PAUSE:
+                break;
+            case ASYNC_NO_JOBS:       /* no fibers here: the call itself, directly */
+                async_update(&p);
+                done[i] = 1;
+                left--;
+                break;
+            default:                  /* finished, or failed to run */
+                done[i] = 1;
+                left--;
+                break;
+            }
+        }
+    }
+    err_a = ERR_peek_error();    /* the default's errors were cleared before the jobs ran */
+    for (int i = 0; i < FZ_NSLOTS; i++) {
+        fz_slot *s = &R->s[i];
+
+        ASYNC_WAIT_CTX_free(wait[i]);
+        if (in[i] == NULL)
+            continue;
+        if (fz_verdicts(R, s, ok_d[i], a[i].ok, err_a)) {
+            if (outl_d[i] != a[i].outl || memcmp(od[i], a[i].out, a[i].outl) != 0)
+                fz_diverge(R, "pair %d, %zu bytes in an ASYNC job: %zu out, default %zu%s", i, a[i].inl,
+                           a[i].outl, outl_d[i], outl_d[i] == a[i].outl ? " (different bytes)" : "");
+            if (R->mode != FZ_CTR)
+                s->buffered += a[i].inl - a[i].outl;
+            fz_keep_last(R, od[i], outl_d[i]);
+            fz_check_state(R, s);
+        }
+        free(in[i]);
+        free(od[i]);
+        free(a[i].out);
+    }
 }

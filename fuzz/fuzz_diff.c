@@ -352,7 +352,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unsigned op = fz_u8(&R.r);
 
         R.op++;
-        switch (op % 10) {
+        switch (op % 11) {
         case 0: op_init(&R); break;
         case 1: case 2: fz_op_data(&R, 0); break;
         case 3: fz_op_final(&R); break;
@@ -361,7 +361,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 6: op_set_params(&R); break;
         case 7: R.opname = "get-params"; fz_op_get_params(&R, fz_pick_slot(&R)); break;
         case 8: R.opname = "reset"; slot_fresh(&R, fz_pick_slot(&R)); break;
-        default: op_init(&R); break;
+        case 9: op_init(&R); break;
+        default: fz_op_async(&R); break;
         }
     }
     for (int i = 0; i < FZ_NSLOTS; i++)

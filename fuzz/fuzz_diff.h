@@ -64,6 +64,8 @@ extern int fz_selftest;
 /* ---- fuzz_data.c ---- */
 void fz_op_data(fz_run *R, int is_cipher);    /* Update (0) or EVP_Cipher (1) */
 void fz_op_final(fz_run *R);
+/* One update on every pair, accelaes's inside ASYNC jobs (multi-buffer batching). */
+void fz_op_async(fz_run *R);
 
 /* ---- fuzz_params.c ---- */
 #define FZ_MAXPARAMS 4

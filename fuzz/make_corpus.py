@@ -14,7 +14,7 @@ from pathlib import Path
 CIPHERS = ["aes128ecb", "aes192ecb", "aes256ecb", "aes128cbc", "aes192cbc", "aes256cbc",
            "aes128ctr", "aes192ctr", "aes256ctr"]
 KEYLEN = [16, 24, 32] * 3
-OP_INIT, OP_UPDATE, OP_FINAL, OP_CIPHER, OP_COPY, OP_SET, OP_GET, OP_RESET = 0, 1, 3, 4, 5, 6, 7, 8
+OP_INIT, OP_UPDATE, OP_FINAL, OP_CIPHER, OP_COPY, OP_SET, OP_GET, OP_RESET, OP_ASYNC = 0, 1, 3, 4, 5, 6, 7, 8, 10
 # set-params keys and types (fuzz_params.c: set_keys, fz_params_build)
 PADDING, NUM, KEYLEN_P, IVLEN, TLS_VERSION, TLS_MAC_SIZE, USE_BITS, UNKNOWN = range(8)
 T_U32, T_U64, T_I32, T_I64, T_OCTET, T_UTF8, T_REAL, T_ODD = range(8)
@@ -144,6 +144,14 @@ class Prog:
             self.b += bytes([key, typ])
         return self
 
+    def async_updates(self, sizes, partial=(0, 0, 0), seed=1):
+        """One update per pair, accelaes's in ASYNC jobs: size = 768 + 16 * k (+ a partial block)."""
+        f = partial[0] | partial[1] << 1 | partial[2] << 2
+        self.b += bytes([OP_ASYNC, f]) + struct.pack("<H", seed)
+        for i, k in enumerate(sizes):
+            self.b += bytes([k]) + (bytes([5 + i]) if partial[i] else b"")
+        return self
+
     def reset(self, slot):
         self.b += bytes([OP_RESET, slot])
         return self
@@ -212,6 +220,15 @@ def seeds():
         p = Prog(c).init().cipher_call(size=64).cipher_call(size=17).cipher_call(size=0)
         p.cipher_call(size=4096, inplace=1, align=(3, 3)).update(size=10).final()
         out[f"evp-{CIPHERS[c]}-cipher"] = p
+    # ASYNC jobs on three pairs: CBC-encrypt is batched in multi-buffer lanes; other modes inline
+    for c, enc in ((3, 1), (5, 1), (4, 0), (6, 1), (0, 1)):
+        p = Prog(c).init(slot=0, enc=enc).init(slot=1, enc=enc, key=b"L").init(slot=2, enc=enc, key=b"M", iv=b"J")
+        p.async_updates((0, 7, 63)).async_updates((20, 20, 20), partial=(1, 0, 1), seed=9)
+        p.final(slot=0).final(slot=1).final(slot=2)
+        out[f"evp-{CIPHERS[c]}-async"] = p
+    p = Prog(3, raw=1).init(slot=0).init(slot=1, key=b"L").init(slot=2, key=b"M")
+    p.async_updates((1, 2, 3)).async_updates((40, 0, 40), partial=(0, 1, 0)).final(slot=1)
+    out["raw-aes128cbc-async"] = p
     # large and misaligned: the split path (instance 1) and the GPU path (instance 2)
     for c, inst in ((6, 1), (4, 1), (2, 1), (8, 2), (5, 2), (3, 2)):
         p = Prog(c, inst=inst).init(enc=0 if c in (4, 5) else 1).update(size=70000, align=(1, 7))
