@@ -1,0 +1,31 @@
+"""tests/test_alloc_fail.py: runs build/tests/test_alloc_fail, which fails the Nth allocation (N = 1, 2, ...)
+through CRYPTO_set_mem_functions while accelaes.so is loaded and while every cipher (and the stitched TLS
+ciphers, and the DRBG delegate) runs, then checks that everything works again. Once with the AES-NI engine
+after a warm-up, once with the nested-EVP engine cold (its one-time set-up then happens under injection)."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import BUILD, MODULE, PROVIDER
+
+BINARY = BUILD / "tests" / "test_alloc_fail"
+
+
+@pytest.mark.parametrize("engine,args", [("aesni", []), ("evp", ["--cold"])], ids=["aesni-warm", "evp-cold"])
+def test_alloc_fail(openssl_env, engine, args):
+    if PROVIDER != "accelaes":
+        pytest.skip("injects into accelaes.so itself")
+    if not BINARY.exists() or not MODULE.exists():
+        pytest.skip(f"{BINARY} or {MODULE} is not built (run `make build-only`)")
+    env = dict(openssl_env, ACCELAES_FORCE_EVP_ENGINE="1" if engine == "evp" else "0")
+    p = subprocess.run([str(BINARY), *args], env=env, capture_output=True, text=True, timeout=600)
+    out = p.stdout + p.stderr
+    m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
+    assert p.returncode == 0 and m and m.group(2) == "0", out[-6000:]
+    # Every scenario really injected: the per-run lines name how many allocations failed in turn.
+    counts = [int(n) for n in re.findall(r": (\d+) allocations, each made to fail once", p.stdout)]
+    assert len(counts) == 9 * 2 + 4 + 1 or len(counts) == 9 * 2 + 1, p.stdout[-3000:]
+    assert all(n > 0 for n in counts), p.stdout[-3000:]
+    assert int(m.group(1)) > 1000, p.stdout[-3000:]

@@ -1,0 +1,39 @@
+"""tests/test_valgrind.py: valgrind memcheck over a whole life of the provider: build/tests/test_alloc_fail --plain
+loads accelaes.so (OPENSSL_MODULES) in fresh library contexts, runs every cipher both ways with a context copy,
+the stitched TLS ciphers, RAND_bytes through the DRBG delegate (its private library context), unloads the
+provider and calls OPENSSL_cleanup. Requests are split over the worker pool (split_min lowered), so the
+scheduler's threads and segment are alive too. Nothing may be definitely or indirectly lost and memcheck may
+report no error. Once with the AES-NI engine, once with the nested-EVP engine (whose private library context
+is kept for the life of the process: still reachable, by design)."""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BUILD, MODULE, PROVIDER, SANITIZER
+
+BINARY = BUILD / "tests" / "test_alloc_fail"
+
+
+@pytest.mark.parametrize("engine", ["aesni", "evp"])
+def test_no_leak_over_a_provider_life(openssl_env, engine):
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        pytest.skip("valgrind is not installed (apt-get install valgrind)")
+    if SANITIZER:
+        pytest.skip(f"valgrind cannot run a {SANITIZER}-instrumented binary: the plain build is checked instead")
+    if PROVIDER != "accelaes":
+        pytest.skip("checks accelaes.so itself")
+    if not BINARY.exists() or not MODULE.exists():
+        pytest.skip(f"{BINARY} or {MODULE} is not built (run `make build-only`)")
+    env = dict(openssl_env, ACCELAES_FORCE_EVP_ENGINE="1" if engine == "evp" else "0", ACCELAES_SPLIT_MIN="16384")
+    p = subprocess.run([valgrind, "--leak-check=full", "--show-leak-kinds=definite,indirect",
+                        "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99", "--num-callers=40",
+                        str(BINARY), "--plain"], env=env, capture_output=True, text=True, timeout=300)
+    report = p.stderr
+    lost = {kind: int(n.replace(",", "")) for kind, n in
+            re.findall(r"(definitely|indirectly) lost: ([\d,]+) bytes", report)}
+    assert re.search(r"^\d+ passed, 0 failed$", p.stdout, re.M), p.stdout[-3000:] + report[-3000:]
+    assert lost.get("definitely") == 0 and lost.get("indirectly") == 0, report[-8000:]
+    assert "ERROR SUMMARY: 0 errors" in report and p.returncode == 0, report[-8000:]
