@@ -100,6 +100,17 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 test: all test-deps
 	$(PYTHON) -m pytest -q -ra tests/
 
+# Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
+# build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
+# `make valgrind`: memcheck over a whole provider life, both engines (tests/test_valgrind.py).
+.PHONY: test-asan test-tsan valgrind
+test-asan: deps test-deps
+	PYTHON=$(PYTHON) sh tools/sanitize.sh asan
+test-tsan: deps test-deps
+	PYTHON=$(PYTHON) sh tools/sanitize.sh tsan
+valgrind: all test-deps
+	$(PYTHON) -m pytest -q -ra tests/test_valgrind.py
+
 speed: all
 	@sh bench/speed.sh
 
