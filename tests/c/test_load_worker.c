@@ -286,6 +286,11 @@ static void async_round(worker *w)
     }
     for (int i = 0; i < k; i++) {
         size_t lr = 0;
+        if (!done[i]) {
+            /* Still paused after 100000 resumes: a failure; its context stays with the job. */
+            fail(w, 0, "async job never finished:", cipher_names[ci], jobs[i].len, 1, -1);
+            continue;
+        }
         if (jobs[i].ctx == NULL || wc[i] == NULL || !jobs[i].ok) {
             fail(w, 0, "async accelaes encrypt failed:", cipher_names[ci], jobs[i].len, 1, -1);
         } else if (!do_crypt(w, w->tr, cfg.ref[ci], jobs[i].key, jobs[i].iv, 1, 0, jobs[i].in, jobs[i].len, w->cr,
