@@ -44,7 +44,7 @@ compile() {
         pids="$pids $!"
         n=$((n + 1))
         if [ $n -ge "$jobs" ]; then
-            for p in $pids; do wait "$p" || { rm -f "$obj"; return 1; }; done
+            for p in $pids; do wait "$p" || return 1; done
             pids="" n=0
         fi
     done
@@ -69,21 +69,24 @@ fake_gpu() {
     [ -f tests/fake_gpu_plugin.c ] && make -s build/accelaes-fakegpu.so >/dev/null || true
 }
 
+NO_LIBFUZZER="${FUZZ_CC:-clang} with libFuzzer is not installed (Debian: apt-get install clang libclang-rt-dev, or sh tools/install-deps.sh test)"
+
 build() {
     mkdir -p "$B"
     if ! have_libfuzzer; then
-        echo "fuzz: ${FUZZ_CC:-clang} with libFuzzer is not installed (Debian: apt-get install clang" \
-             "libclang-rt-dev, or sh tools/install-deps.sh test)" >&2
+        echo "fuzz: $NO_LIBFUZZER" >&2
         return 1
     fi
     cc=${FUZZ_CC:-clang}
     san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+    # (explicit returns: set -e does not apply inside a function called from an if)
     # shellcheck disable=SC2086
-    compile "$cc" "$B/obj" "$COMMON -fvisibility=hidden -Wno-unknown-attributes -fsanitize=fuzzer-no-link $san" $CORE_SRC
+    compile "$cc" "$B/obj" "$COMMON -fvisibility=hidden -Wno-unknown-attributes -fsanitize=fuzzer-no-link $san" \
+        $CORE_SRC || return 1
     # shellcheck disable=SC2086
-    compile "$cc" "$B/obj" "$COMMON -Werror=missing-prototypes -fsanitize=fuzzer-no-link $san" $HARNESS
+    compile "$cc" "$B/obj" "$COMMON -Werror=missing-prototypes -fsanitize=fuzzer-no-link $san" $HARNESS || return 1
     # shellcheck disable=SC2086
-    $cc -fsanitize=fuzzer $san -o "$B/fuzz_diff" $(objs "$B/obj" $HARNESS $CORE_SRC) $LIBS
+    $cc -fsanitize=fuzzer $san -o "$B/fuzz_diff" $(objs "$B/obj" $HARNESS $CORE_SRC) $LIBS || return 1
     fake_gpu
 }
 
@@ -94,11 +97,11 @@ replay_build() {
     printf 'int main(void) { return 0; }\n' > "$B/probe.c"
     $cc $san -o "$B/probe" "$B/probe.c" >/dev/null 2>&1 || san=""
     # shellcheck disable=SC2086
-    compile "$cc" "$B/replay-obj" "$COMMON -fvisibility=hidden $san" $CORE_SRC
+    compile "$cc" "$B/replay-obj" "$COMMON -fvisibility=hidden $san" $CORE_SRC || return 1
     # shellcheck disable=SC2086
-    compile "$cc" "$B/replay-obj" "$COMMON -Werror=missing-prototypes $san" $HARNESS fuzz/replay_main.c
+    compile "$cc" "$B/replay-obj" "$COMMON -Werror=missing-prototypes $san" $HARNESS fuzz/replay_main.c || return 1
     # shellcheck disable=SC2086
-    $cc $san -o "$B/fuzz_replay" $(objs "$B/replay-obj" $HARNESS fuzz/replay_main.c $CORE_SRC) $LIBS
+    $cc $san -o "$B/fuzz_replay" $(objs "$B/replay-obj" $HARNESS fuzz/replay_main.c $CORE_SRC) $LIBS || return 1
     fake_gpu
     echo "fuzz: built $B/fuzz_replay (${san:-no sanitizers})" >&2
 }
@@ -107,11 +110,11 @@ FLAGS="-max_len=8192 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1"
 
 case "${1:-}" in
 build)
-    build
+    build || exit 1
     ;;
 fuzz)
     secs=${2:-600}
-    build
+    build || exit 1
     mkdir -p "$B/corpus" "$B/artifacts"
     # shellcheck disable=SC2086
     exec "$B/fuzz_diff" $FLAGS -max_total_time="$secs" -artifact_prefix="$B/artifacts/" \
@@ -119,11 +122,12 @@ fuzz)
     ;;
 smoke)
     secs=${2:-60}
-    if ! build; then
-        [ "${FUZZ_REQUIRE:-0}" = 1 ] && exit 1
-        echo "SKIP: fuzz-smoke needs clang with libFuzzer (the corpus replay runs in tests/test_fuzz_corpus.py)"
+    mkdir -p "$B"
+    if ! have_libfuzzer && [ "${FUZZ_REQUIRE:-0}" != 1 ]; then
+        echo "SKIP: fuzz-smoke: $NO_LIBFUZZER; tests/test_fuzz_corpus.py still replays the corpus"
         exit 0
     fi
+    build || { echo "fuzz-smoke: FAILED to build the fuzz target"; exit 1; }
     mkdir -p "$B/artifacts"
     # the corpus through each inline engine (chosen once per process, so one run each)
     for eng in "" ACCELAES_NO_VAES=1 ACCELAES_FORCE_EVP_ENGINE=1; do
@@ -145,11 +149,11 @@ smoke)
         "$B/smoke-corpus" fuzz/corpus
     ;;
 replay-build)
-    replay_build
+    replay_build || exit 1
     ;;
 replay)
     shift
-    replay_build
+    replay_build || exit 1
     if [ $# -eq 0 ]; then set -- fuzz/corpus; fi
     exec "$B/fuzz_replay" "$@"
     ;;
