@@ -98,7 +98,10 @@ def takeall(env):
 
 def prime(gpu_env):
     """Create the segment and register the fake plugin's GPU slots (one GPU-sized request)."""
-    check_clean(start(gpu_env, "-t", 1, "-n", 1, "--size", 65536, "--cipher", "AES-128-CTR"))
+    _, err = check_clean(start(gpu_env, "-t", 1, "-n", 1, "-a", 0, "--oneshot", "--size", 65536,
+                               "--cipher", "AES-128-CTR"))
+    gpus = [u for u in stat(gpu_env)["units"] if u["kind"] == "gpu"]
+    assert len(gpus) == 2, f"the fake plugin registered no GPU slots: {err[-1000:]}"
 
 
 def test_worker_judge_can_fail(seg):
@@ -214,13 +217,12 @@ def test_gpu_slots_held_forever(seg):
     name, env = seg
     gpu, cpu = envs(env)
     prime(gpu)
-    assert sum(u["kind"] == "gpu" for u in stat(env)["units"]) == 2
     holders = [start_sched_worker(env, "hold", "gpu") for _ in range(2)]
     try:
         held = [h.stdout.readline().split() for h in holders]
         assert sorted(int(x[1]) for x in held) == sorted(u["id"] for u in stat(env)["units"] if u["kind"] == "gpu")
-        res, err = check_clean(start(gpu, "-t", 2, "-n", 1, "-a", 0, "--size", 262144, "--cipher", "AES-128-CTR"),
-                               timeout=60)
+        res, err = check_clean(start(gpu, "-t", 2, "-n", 1, "-a", 0, "--oneshot", "--size", 262144,
+                                     "--cipher", "AES-128-CTR"), timeout=60)
         assert [ln for ln in err.splitlines() if ln.startswith(WARN)], err
         t = stat(env)["totals"]
         assert t["waits"] >= 1 and t["gpu_fallbacks"] >= 2, t
@@ -297,7 +299,8 @@ def test_setuid_program_ignores_environment(tmp_path):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELAES_", "OPENSSL_"))}
         env.update(ACCELAES_BACKEND="cuda", ACCELAES_GPU_MIN="16384", ACCELAES_GPU_PLUGIN=str(FAKE),
                    ACCELAES_FAKEGPU_LOG=log)
-        args = [exe, "--modules", str(MODULES), "-t", "1", "-n", "2", "--size", "65536", "--cipher", "AES-128-CTR"]
+        args = [exe, "--modules", str(MODULES), "-t", "1", "-n", "2", "-a", "0", "--oneshot", "--size", "65536",
+                "--cipher", "AES-128-CTR"]
         plain = subprocess.run(args, env=dict(env, ACCELAES_SHM_NAME=f"/accelaes-suid-{os.getpid()}"),
                                capture_output=True, text=True, timeout=60)
         assert plain.returncode == 0, plain.stderr

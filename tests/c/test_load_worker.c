@@ -34,13 +34,14 @@ enum { SZ_SMALL, SZ_MEDIUM, SZ_LARGE, SZ_XL, SZ_COUNT };
 
 static struct {
     int threads, async_pct, cipher;   /* cipher: -1 any, else the index of the only one */
+    int oneshot;                       /* every operation one update (no fragments, not in place) */
     double seconds;
     uint64_t ops_per_thread, seed, corrupt_every;
     size_t max_size, size;             /* size: 0 random, else every request's length */
     const char *modules;               /* --modules: where the providers are (else $OPENSSL_MODULES) */
     EVP_CIPHER *acc[NCIPHERS], *ref[NCIPHERS];
     uint64_t deadline_ns;
-} cfg = { 2, 5, -1, 2.0, 0, 0, 0, 1u << 20, 0, NULL, { 0 }, { 0 }, 0 };
+} cfg = { 2, 5, -1, 0, 2.0, 0, 0, 0, 1u << 20, 0, NULL, { 0 }, { 0 }, 0 };
 
 typedef struct worker {
     int id;
@@ -174,6 +175,8 @@ static void one_op(worker *w)
     uint8_t key[32], iv[16], iva[16], ivr[16];
     int pad = mode != M_CTR && below(w, 2) == 0;
     int pat = (int)below(w, P_COUNT), pat2 = (int)below(w, P_COUNT);
+    if (cfg.oneshot)
+        pat = pat2 = P_ONESHOT;
     if (mode != M_CTR && !pad)
         len = len < 16 ? 16 : len & ~(size_t)15;
     /* In place with padding grows the output past the input: not a layout EVP allows. */
@@ -383,11 +386,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: test_load_worker [-t THREADS] [-s SECONDS | -n OPS_PER_THREAD] [-m MAX_SIZE]\n"
                "                        [-a ASYNC_PERCENT] [-S SEED] [--corrupt N] [--size N] [--cipher NAME]\n"
-               "                        [--modules DIR]\n"
+               "                        [--modules DIR] [--oneshot]\n"
                "       test_load_worker --takeall | --layout\n"
                "  Loads accelaes and default ($OPENSSL_MODULES) and runs random verified work; prints one\n"
                "  JSON line; exit 0 if every output matched, 1 if any differed or failed, 2 on set-up failure.\n"
-               "  --size N makes every request N bytes; --cipher NAME uses only that cipher.\n"
+               "  --size N makes every request N bytes; --cipher NAME uses only that cipher;\n"
+               "  --oneshot makes every operation one update.\n"
                "  --corrupt N flips a byte of every N-th accelaes output (proves the judge can fail).\n"
                "  --takeall takes every CPU unit and GPU slot of the unit table, recovering dead owners'.\n");
 }
@@ -420,7 +424,7 @@ int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "corrupt", required_argument, NULL, 'c' }, { "takeall", no_argument, NULL, 'T' },
-        { "modules", required_argument, NULL, 'M' }, { "size", required_argument, NULL, 'z' }, { "cipher", required_argument, NULL, 'C' },
+        { "modules", required_argument, NULL, 'M' }, { "oneshot", no_argument, NULL, 'O' }, { "size", required_argument, NULL, 'z' }, { "cipher", required_argument, NULL, 'C' },
         { "layout", no_argument, NULL, 'L' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
     int opt;
@@ -436,6 +440,7 @@ int main(int argc, char **argv)
         case 'c': cfg.corrupt_every = strtoull(optarg, NULL, 0); break;
         case 'z': cfg.size = strtoull(optarg, NULL, 0); break;
         case 'M': cfg.modules = optarg; break;
+        case 'O': cfg.oneshot = 1; break;
         case 'C':
             for (int i = 0; i < NCIPHERS; i++)
                 if (strcasecmp(optarg, cipher_names[i]) == 0)
