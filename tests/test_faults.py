@@ -8,7 +8,8 @@ output by OpenSSL's default provider themselves. Against them:
   - random bytes written into the shared segment while they run (anywhere, in the header and
     unit entries, in the lock words): no crash, no hang, correct output, accelaes-stat survives;
   - a GPU slot or the table lock held for good by a live process: requests finish (CPU fallback);
-  - GPU plugin failures (fake plugin: init, run, half) under concurrent load.
+  - GPU plugin failures (fake plugin: init, run, half) under concurrent load;
+  - a hostile environment: a setuid program must ignore ACCELAES_* (above all the plugin path).
 
 Iteration counts come from the environment (CI-sized defaults; bench/results/hardening.md has the
 full runs): ACCELAES_FAULT_KILL_ITERS (6), ACCELAES_FAULT_PROCS (4), ACCELAES_FAULT_SECONDS (1.5),
