@@ -94,7 +94,7 @@ def test_sustained_load(seg):
     end = stat(env)
     units = end["units"]
     ncpu, ngpu = sum(u["kind"] == "cpu" for u in units), sum(u["kind"] == "gpu" for u in units)
-    assert ncpu == len(os.sched_getaffinity(0)) and ngpu == 2, units
+    assert ncpu == len(os.sched_getaffinity(0)) and ngpu >= 1, units
     assert all(u["state"] == "idle" for u in units), units
     assert max(busy_cpu) <= ncpu and max(busy_gpu) <= ngpu
     t = end["totals"]
