@@ -21,7 +21,7 @@ typedef enum {
 /* Events counted per process. */
 typedef enum {
     ACC_EV_WAIT = 0,          /* waited in the FIFO for a unit */
-    ACC_EV_RECOVERY = 1,      /* recovered a unit left BUSY by a dead owner (EOWNERDEAD) */
+    ACC_EV_RECOVERY = 1,      /* recovered a unit left BUSY by a dead owner (its owner word names a gone thread) */
     ACC_EV_GPU_FALLBACK = 2,  /* a GPU request (or part of one) finished on the CPU */
     ACC_EV_COUNT
 } acc_event;
