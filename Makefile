@@ -97,8 +97,12 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(CUDA_SRC) -Xlinker --version-script=accel/cuda/plugin.map
 
+# `make test`: the whole suite, then the same C and pytest suites on an AddressSanitizer+UBSan build,
+# then the committed fuzz corpus and a bounded differential fuzzing run (CI runs exactly this).
 test: all test-deps
 	$(PYTHON) -m pytest -q -ra tests/
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory fuzz-smoke
 
 # Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
 # build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
