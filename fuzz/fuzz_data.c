@@ -152,6 +152,9 @@ void fz_op_data(fz_run *R, int is_cipher)
     else if (!is_cipher && s->tls != 0 && R->mode == FZ_ECB)
         acc_only = "a TLS record on ECB (documented: accelaes handles records only for CBC)";
 
+    fz_trace(R, "pair %d: %zu bytes (told %zu), source %u, %s, lag %zu, offsets %u/%u, outsize %zu%s%s%s",
+             (int)(s - R->s), inl, claim, src, inplace ? "in place" : "out of place", lag, al & 15, al >> 4,
+             outsize, null_out ? ", NULL out" : "", null_in ? ", NULL in" : "", acc_only ? ", accelaes alone" : "");
     data = malloc(inl + 1);
     if (data == NULL)
         fz_diverge(R, "out of memory");
@@ -235,6 +238,7 @@ void fz_op_final(fz_run *R)
     else if (R->raw && (f & 3) == 2)
         outsize = SIZE_MAX;
     null_out = (f & 0xC) == 0xC;
+    fz_trace(R, "pair %d: outsize %zu%s", (int)(s - R->s), outsize, null_out ? ", NULL out" : "");
     alloc = outsize < 16 ? outsize : 16;
     od = malloc(off + alloc);
     oa = malloc(off + alloc);

@@ -14,6 +14,7 @@
 #define MAX_OPS 64
 
 int fz_selftest;      /* FUZZ_DIFF_SELFTEST=1: accelaes's output corrupted, so inputs must abort */
+int fz_tracing;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,6 +59,19 @@ void fz_diverge(const fz_run *R, const char *fmt, ...)
     fprintf(stderr, "\n");
     ERR_print_errors_fp(stderr);
     abort();
+}
+
+void fz_trace(const fz_run *R, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!fz_tracing)
+        return;
+    fprintf(stderr, "trace: op %d %s: ", R->op, R->opname);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
 }
 
 /* ======================== Context pairs ======================== */
@@ -109,6 +123,7 @@ static int reaches_provider(const fz_run *R, const fz_slot *s)
  * said why; the pair is then rebuilt, since a failed call may leave either half-changed. */
 int fz_verdicts(fz_run *R, fz_slot *s, int ok_d, int ok_a, unsigned long err_a)
 {
+    fz_trace(R, "pair %d: default %d, accelaes %d", (int)(s - R->s), ok_d, ok_a);
     if (ok_d != ok_a)
         fz_diverge(R, "default %s, accelaes %s", ok_d ? "succeeded" : "failed", ok_a ? "succeeded" : "failed");
     if (ok_a)
@@ -122,6 +137,7 @@ int fz_verdicts(fz_run *R, fz_slot *s, int ok_d, int ok_a, unsigned long err_a)
 /* A call only accelaes got: it must refuse, with a reason; then both are rebuilt. */
 void fz_refused(fz_run *R, fz_slot *s, int ok_a, const char *what)
 {
+    fz_trace(R, "pair %d: accelaes alone (%s): %d", (int)(s - R->s), what, ok_a);
     if (ok_a)
         fz_diverge(R, "accelaes accepted %s: it must refuse it", what);
     if (ERR_peek_error() == 0 && reaches_provider(R, s))
@@ -191,6 +207,9 @@ static void op_init(fz_run *R)
         params = ps.p;
     }
     R->opname = "init";
+    fz_trace(R, "pair %d: enc %d (was %d), key %s, iv %s, keylen %zu, ivlen %zu, %s, params %s",
+             (int)(s - R->s), enc, s->enc, k ? "given" : "NULL", v ? "given" : "NULL", keylen, ivlen,
+             with_cipher ? "with the cipher" : "same context", params ? "yes" : "no");
     ERR_clear_error();
     if (fz_params_acc_only(R, params)) {
         fz_refused(R, s, fz_init(&s->c[FZ_ACC], with_cipher, k, keylen, v, ivlen, enc, params),
@@ -240,6 +259,8 @@ static void op_copy(fz_run *R)
     unsigned long err_a;
 
     R->opname = "copy";
+    fz_trace(R, "pair %d to pair %d%s", (int)(src - R->s), (int)(dst - R->s),
+             src->tls_mac ? " (TLS MAC held: accelaes alone)" : "");
     if (src->tls_mac) {
         /* The default's dupctx shares its TLS MAC buffer with the copy (a double free when both
          * are freed): only accelaes is copied, and the copy checked against its original. */
@@ -288,6 +309,7 @@ static void op_set_params(fz_run *R)
 
     R->opname = "set-params";
     fz_params_build(&R->r, &ps);
+    fz_trace(R, "pair %d: first '%s'%s", (int)(s - R->s), ps.p[0].key, ps.p[1].key ? " and more" : "");
     ERR_clear_error();
     if (fz_params_acc_only(R, ps.p)) {
         fz_refused(R, s, fz_set_params(&s->c[FZ_ACC], ps.p), "parameters the default provider would misuse");
@@ -322,6 +344,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         atexit(remove_shm);
     }
     fz_selftest = getenv("FUZZ_DIFF_SELFTEST") != NULL && strcmp(getenv("FUZZ_DIFF_SELFTEST"), "1") == 0;
+    fz_tracing = getenv("FUZZ_DIFF_TRACE") != NULL && strcmp(getenv("FUZZ_DIFF_TRACE"), "1") == 0;
     if (!fz_setup()) {
         fprintf(stderr, "fuzz_diff: set-up failed\n");
         exit(1);
@@ -346,6 +369,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     R.mode = fz_cipher_mode(R.cipher);
     R.keylen = fz_cipher_keylen(R.cipher);
     R.opname = "start";
+    fz_trace(&R, "%s, %s layer, accelaes instance %d", fz_cipher_name(R.cipher), R.raw ? "dispatch" : "EVP",
+             R.inst);
     for (int i = 0; i < FZ_NSLOTS; i++)
         slot_open(&R, &R.s[i]);
     while (R.r.n > 0 && R.op < MAX_OPS) {
@@ -360,7 +385,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 5: op_copy(&R); break;
         case 6: op_set_params(&R); break;
         case 7: R.opname = "get-params"; fz_op_get_params(&R, fz_pick_slot(&R)); break;
-        case 8: R.opname = "reset"; slot_fresh(&R, fz_pick_slot(&R)); break;
+        case 8: R.opname = "reset"; slot_fresh(&R, fz_pick_slot(&R)); fz_trace(&R, "a fresh pair"); break;
         case 9: op_init(&R); break;
         default: fz_op_async(&R); break;
         }

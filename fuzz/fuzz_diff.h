@@ -60,6 +60,9 @@ fz_slot *fz_pick_slot(fz_run *R);
 /* The default provider's output, kept to be fed back as the next input. */
 void fz_keep_last(fz_run *R, const uint8_t *out, size_t n);
 extern int fz_selftest;
+/* FUZZ_DIFF_TRACE=1: one line per operation on stderr, to read a crashing input. */
+extern int fz_tracing;
+void fz_trace(const fz_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- fuzz_data.c ---- */
 void fz_op_data(fz_run *R, int is_cipher);    /* Update (0) or EVP_Cipher (1) */

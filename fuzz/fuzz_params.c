@@ -219,6 +219,7 @@ void fz_op_get_params(fz_run *R, fz_slot *s)
     int ok_d, ok_a;
 
     build_get(&R->r, &d, &a);
+    fz_trace(R, "pair %d: first '%s'", (int)(s - R->s), d.p[0].key);
     ERR_clear_error();
     ok_d = fz_get_params(&s->c[FZ_DEF], d.p);
     ERR_clear_error();
