@@ -307,7 +307,16 @@ def test_unreadable_file(tool, fileprov, openssl_env, tmp_path):
         base = Path(subprocess.check_output(["mktemp", "-d", "/tmp/accelaes-files-XXXXXX"]).decode().strip())
         os.chmod(base, 0o777)
         cmd_prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        probe = subprocess.run(cmd_prefix + [str(TOOL), "--help"], capture_output=True)
+        # The checkout may sit under a 0700 directory (a CI clone in mktemp -d): nobody gets its
+        # own copies of the tool and the provider module.
+        tool_copy, mods = base / "accelaes-files", base / "modules"
+        shutil.copy2(TOOL, tool_copy)
+        mods.mkdir()
+        shutil.copy2(Path(openssl_env["OPENSSL_MODULES"]) / "accelaes.so", mods / "accelaes.so")
+        for p in (tool_copy, mods, mods / "accelaes.so"):
+            os.chmod(p, 0o755)
+        openssl_env = dict(openssl_env, OPENSSL_MODULES=str(mods))
+        probe = subprocess.run(cmd_prefix + [str(tool_copy), "--help"], capture_output=True)
         if probe.returncode != 0:
             shutil.rmtree(base)
             pytest.skip(f"the tool cannot run as nobody here: {probe.stderr.decode().strip()}")
@@ -318,7 +327,7 @@ def test_unreadable_file(tool, fileprov, openssl_env, tmp_path):
         for p in [base, kpath, *src.rglob("*")]:
             os.chmod(p, 0o777 if p.is_dir() else 0o644)
         os.chmod(src / "f001.bin", 0)
-        res = subprocess.run(cmd_prefix + [str(TOOL), "encrypt", "--cipher", "aes-128-cbc", "--key-file",
+        res = subprocess.run(cmd_prefix + [str(tool_copy if cmd_prefix else TOOL), "encrypt", "--cipher", "aes-128-cbc", "--key-file",
                                            str(kpath), "--provider", fileprov, str(src), str(base / "out")],
                              capture_output=True, env=openssl_env, timeout=60)
         assert res.returncode == 1, res.stderr.decode()
