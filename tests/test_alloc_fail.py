@@ -1,7 +1,8 @@
 """tests/test_alloc_fail.py: runs build/tests/test_alloc_fail, which fails the Nth allocation (N = 1, 2, ...)
 through CRYPTO_set_mem_functions while accelaes.so is loaded and while every cipher (and the stitched TLS
 ciphers, and the DRBG delegate) runs, then checks that everything works again. Once with the AES-NI engine
-after a warm-up, once with the nested-EVP engine cold (its one-time set-up then happens under injection)."""
+after a warm-up, once with the nested-EVP engine cold (its one-time set-up then happens under injection; the
+load runs, most of the time and the same for both engines, are left to the first)."""
 import os
 import re
 import subprocess
@@ -13,7 +14,8 @@ from conftest import BUILD, MODULE, PROVIDER
 BINARY = BUILD / "tests" / "test_alloc_fail"
 
 
-@pytest.mark.parametrize("engine,args", [("aesni", []), ("evp", ["--cold"])], ids=["aesni-warm", "evp-cold"])
+@pytest.mark.parametrize("engine,args", [("aesni", []), ("evp", ["--cold", "--no-load"])],
+                         ids=["aesni-warm", "evp-cold"])
 def test_alloc_fail(openssl_env, engine, args):
     if PROVIDER != "accelaes":
         pytest.skip("injects into accelaes.so itself")
@@ -25,7 +27,8 @@ def test_alloc_fail(openssl_env, engine, args):
     m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
     assert p.returncode == 0 and m and m.group(2) == "0", out[-6000:]
     # Every scenario really injected: the per-run lines name how many allocations failed in turn.
-    counts = [int(n) for n in re.findall(r": (\d+) allocations, each made to fail once", p.stdout)]
-    assert len(counts) == 9 * 2 + 4 + 1 or len(counts) == 9 * 2 + 1, p.stdout[-3000:]
-    assert all(n > 0 for n in counts), p.stdout[-3000:]
+    runs = dict(re.findall(r"^(.+?): (\d+) allocations, each made to fail once", p.stdout, re.M))
+    ciphers = [f"AES-{b}-{m} {d}" for m in ("ECB", "CBC", "CTR") for b in (128, 192, 256) for d in ("encrypt", "decrypt")]
+    assert all(int(runs.get(c, 0)) > 0 for c in ciphers), p.stdout[-3000:]
+    assert ("--no-load" in args) != any(r.startswith("load") for r in runs), p.stdout[-3000:]
     assert int(m.group(1)) > 1000, p.stdout[-3000:]
