@@ -3,8 +3,8 @@ loads accelaes.so (OPENSSL_MODULES) in fresh library contexts, runs every cipher
 the stitched TLS ciphers, RAND_bytes through the DRBG delegate (its private library context), unloads the
 provider and calls OPENSSL_cleanup. Requests are split over the worker pool (split_min lowered), so the
 scheduler's threads and segment are alive too. Nothing may be definitely or indirectly lost and memcheck may
-report no error. Once with the AES-NI engine, once with the nested-EVP engine (whose private library context
-is kept for the life of the process: still reachable, by design)."""
+report no error. With the AES-NI engine, with the nested-EVP engine (whose private library context is kept for
+the life of the process: still reachable, by design), and with the GPU glue driving the fake plugin."""
 import re
 import shutil
 import subprocess
@@ -14,9 +14,10 @@ import pytest
 from conftest import BUILD, MODULE, PROVIDER, SANITIZER
 
 BINARY = BUILD / "tests" / "test_alloc_fail"
+FAKE = BUILD / "accelaes-fakegpu.so"
 
 
-@pytest.mark.parametrize("engine", ["aesni", "evp"])
+@pytest.mark.parametrize("engine", ["aesni", "evp", "fakegpu"])
 def test_no_leak_over_a_provider_life(openssl_env, engine):
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -28,6 +29,10 @@ def test_no_leak_over_a_provider_life(openssl_env, engine):
     if not BINARY.exists() or not MODULE.exists():
         pytest.skip(f"{BINARY} or {MODULE} is not built (run `make build-only`)")
     env = dict(openssl_env, ACCELAES_FORCE_EVP_ENGINE="1" if engine == "evp" else "0", ACCELAES_SPLIT_MIN="16384")
+    if engine == "fakegpu":
+        if not FAKE.exists():
+            pytest.skip(f"{FAKE} is not built (run `make build-only`)")
+        env.update(ACCELAES_BACKEND="cuda", ACCELAES_GPU_MIN="16", ACCELAES_GPU_PLUGIN=str(FAKE))
     p = subprocess.run([valgrind, "--leak-check=full", "--show-leak-kinds=definite,indirect",
                         "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99", "--num-callers=40",
                         str(BINARY), "--plain"], env=env, capture_output=True, text=True, timeout=300)
