@@ -12,7 +12,9 @@
 #   multi-threaded workloads: accelaes-files over many files, and `openssl speed`/`enc` (libtsan
 #   preloaded) through the provider.
 # Reports go to files (log_path) under build/<kind>/reports, so a report from a child process whose
-# failure a test expects is still seen. Reports whose stack has no frame in this project (e.g. the
+# failure a test expects is still seen. (UBSan inside the ASan runtime ignores log_path: its reports
+# go to stderr, and -fno-sanitize-recover makes the process exit 1, which fails the C test or the
+# pytest test that ran it.) Reports whose stack has no frame in this project (e.g. the
 # default provider crashing on a NULL output buffer, which tests/test_errors.py provokes on purpose to
 # compare) are listed but not counted.
 set -u
