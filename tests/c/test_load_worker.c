@@ -396,13 +396,17 @@ static void usage(FILE *f)
                "  --takeall takes every CPU unit and GPU slot of the unit table, recovering dead owners'.\n");
 }
 
+/* The handles OSSL_PROVIDER_load returns hold references that OSSL_LIB_CTX_free does not drop. */
+static OSSL_PROVIDER *prov_def, *prov_acc;
+
 static int setup(OSSL_LIB_CTX **lc)
 {
     *lc = OSSL_LIB_CTX_new();
     /* A setuid run (tests/test_faults.py) has no OPENSSL_MODULES: OpenSSL ignores it there. */
     if (*lc != NULL && cfg.modules != NULL && !OSSL_PROVIDER_set_default_search_path(*lc, cfg.modules))
         return 0;
-    if (*lc == NULL || OSSL_PROVIDER_load(*lc, "default") == NULL || OSSL_PROVIDER_load(*lc, "accelaes") == NULL) {
+    if (*lc == NULL || (prov_def = OSSL_PROVIDER_load(*lc, "default")) == NULL
+        || (prov_acc = OSSL_PROVIDER_load(*lc, "accelaes")) == NULL) {
         fprintf(stderr, "test_load_worker: cannot load the providers (OPENSSL_MODULES=%s)\n",
                 getenv("OPENSSL_MODULES") ? getenv("OPENSSL_MODULES") : "unset");
         ERR_print_errors_fp(stderr);
@@ -532,6 +536,10 @@ int main(int argc, char **argv)
     }
     free(ws);
     free(th);
+    if (prov_acc != NULL)
+        OSSL_PROVIDER_unload(prov_acc);
+    if (prov_def != NULL)
+        OSSL_PROVIDER_unload(prov_def);
     OSSL_LIB_CTX_free(lc);
     return started != cfg.threads ? 2 : mism || errs ? 1 : 0;
 }
