@@ -151,10 +151,14 @@ void fz_op_data(fz_run *R, int is_cipher)
         acc_only = "EVP_Cipher on a partial block (documented: the default drops the tail)";
     else if (!is_cipher && s->tls != 0 && R->mode == FZ_ECB)
         acc_only = "a TLS record on ECB (documented: accelaes handles records only for CBC)";
+    else if (!is_cipher && s->tls != 0 && R->mode == FZ_CBC && !s->enc && inl == 0 && s->tls != 0x0300
+             && s->tls != 0x0301)
+        acc_only = "an empty TLS 1.1+ record (the default strips the explicit IV and reads before the buffer)";
 
-    fz_trace(R, "pair %d: %zu bytes (told %zu), source %u, %s, lag %zu, offsets %u/%u, outsize %zu%s%s%s",
-             (int)(s - R->s), inl, claim, src, inplace ? "in place" : "out of place", lag, al & 15, al >> 4,
-             outsize, null_out ? ", NULL out" : "", null_in ? ", NULL in" : "", acc_only ? ", accelaes alone" : "");
+    fz_trace(R, "pair %d: %zu bytes (told %zu), source %u, %s, lag %zu, offsets %u/%u, outsize %zu, "
+             "%s, tls 0x%x mac %zu%s%s%s", (int)(s - R->s), inl, claim, src, inplace ? "in place" : "out of place",
+             lag, al & 15, al >> 4, outsize, s->enc ? "enc" : "dec", s->tls, s->tlsms, null_out ? ", NULL out" : "",
+             null_in ? ", NULL in" : "", acc_only ? ", accelaes alone" : "");
     data = malloc(inl + 1);
     if (data == NULL)
         fz_diverge(R, "out of memory");
