@@ -11,6 +11,7 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* One input through the target; 1, or -1 if the file could not be read. */
 static int run_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -19,7 +20,7 @@ static int run_file(const char *path)
 
     if (f == NULL) {
         perror(path);
-        return 0;
+        return -1;
     }
     do {
         if (len == cap) {
@@ -28,7 +29,7 @@ static int run_file(const char *path)
                 fprintf(stderr, "%s: out of memory\n", path);
                 free(buf);
                 fclose(f);
-                return 0;
+                return -1;
             }
             buf = p;
         }
@@ -39,7 +40,7 @@ static int run_file(const char *path)
         perror(path);
         free(buf);
         fclose(f);
-        return 0;
+        return -1;
     }
     fclose(f);
     fprintf(stderr, "replay: %s (%zu bytes)\n", path, len);
@@ -53,14 +54,15 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every regular file of a directory, sorted so that runs are repeatable. Returns files run, -1 on error. */
+/* Every regular file of a directory, sorted so that runs are repeatable. Returns files run, -1 if
+ * any could not be read. */
 static int run_dir(const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    int done = 0;
+    int done = 0, failed = 0;
 
     if (d == NULL) {
         perror(dir);
@@ -85,11 +87,16 @@ static int run_dir(const char *dir)
     closedir(d);
     qsort(names, n, sizeof(*names), by_name);
     for (size_t i = 0; i < n; i++) {
-        done += run_file(names[i]);
+        int k = run_file(names[i]);
+
+        if (k < 0)
+            failed = 1;
+        else
+            done += k;
         free(names[i]);
     }
     free(names);
-    return done;
+    return failed ? -1 : done;
 }
 
 int main(int argc, char **argv)
