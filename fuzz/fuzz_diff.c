@@ -15,6 +15,16 @@
 
 int fz_selftest;      /* FUZZ_DIFF_SELFTEST=1: accelaes's output corrupted, so inputs must abort */
 int fz_tracing;
+static char shm_name[64];     /* our own scheduler segment, removed at exit and on a crash */
+
+/* Sanitizer runtimes call this before they end the process (absent without sanitizers). */
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+static void remove_shm(void)
+{
+    if (shm_name[0] != '\0')
+        shm_unlink(shm_name);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,6 +68,7 @@ void fz_diverge(const fz_run *R, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\n");
     ERR_print_errors_fp(stderr);
+    remove_shm();
     abort();
 }
 
@@ -327,12 +338,6 @@ static void op_set_params(fz_run *R)
 
 /* ======================== Entry points ======================== */
 
-static char shm_name[64];
-
-static void remove_shm(void)
-{
-    shm_unlink(shm_name);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -342,6 +347,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         snprintf(shm_name, sizeof(shm_name), "/accelaes-fuzz-%ld", (long)getpid());
         setenv("ACCELAES_SHM_NAME", shm_name, 1);
         atexit(remove_shm);
+        if (__sanitizer_set_death_callback != NULL)
+            __sanitizer_set_death_callback(remove_shm);
     }
     fz_selftest = getenv("FUZZ_DIFF_SELFTEST") != NULL && strcmp(getenv("FUZZ_DIFF_SELFTEST"), "1") == 0;
     fz_tracing = getenv("FUZZ_DIFF_TRACE") != NULL && strcmp(getenv("FUZZ_DIFF_TRACE"), "1") == 0;
