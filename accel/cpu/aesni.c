@@ -53,9 +53,30 @@ static inline size_t ctr_span(uint64_t lo, size_t n)
 #define XST(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
 #define XKEY(rk, r) _mm_load_si128((const __m128i *)(const void *)((rk) + 16 * (r)))
 
+/* The middle rounds of one block, unrolled: a lone block is one serial chain, and a loop around its
+ * rounds measured 1-6 cycles more per call than straight-line code (16-byte requests on Zen 4: the
+ * straight line issues every round-key load at once). Rounds 10-13 exist for 192/256-bit keys. */
+TGT_NI INLINE __m128i x_one_rounds(const uint8_t *rk, int rounds, __m128i x, int dec)
+{
+#define R1(r) x = dec ? _mm_aesdec_si128(x, XKEY(rk, r)) : _mm_aesenc_si128(x, XKEY(rk, r))
+    R1(1); R1(2); R1(3); R1(4); R1(5); R1(6); R1(7); R1(8); R1(9);
+    if (rounds > 10) {
+        R1(10); R1(11);
+        if (rounds > 12) {
+            R1(12); R1(13);
+        }
+    }
+#undef R1
+    return x;
+}
+
 /* The middle rounds (1 .. rounds-1) on x[0..n-1], n independent chains in flight. */
 TGT_NI INLINE void x_rounds(const uint8_t *rk, int rounds, __m128i *x, int n, int dec)
 {
+    if (n == 1) {
+        x[0] = x_one_rounds(rk, rounds, x[0], dec);
+        return;
+    }
     for (int r = 1; r < rounds; r++) {
         __m128i k = XKEY(rk, r);
 #pragma GCC unroll 8
@@ -441,18 +462,30 @@ TGT_NI static void ni_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *
     int rounds = k->rounds;
     __m128i k0 = XKEY(rk, 0), kl = XKEY(rk, rounds), x;
 
+    /* iv ^ rk0 first, then the plaintext: in a run of small requests the plaintext is the load that
+     * arrives last (in place, it is the previous request's output), so one XOR follows it, not two.
+     * The empty asm keeps gcc from reassociating the XORs. A lone block (16-byte requests) has its
+     * own straight path: with both, 13.80 ns per EVP call instead of 14.08 (AES-128, Zen 4). */
+    if (n == 1) {
+        x = _mm_xor_si128(XLD(iv), k0);
+        __asm__("" : "+x"(x));
+        x = _mm_aesenclast_si128(x_one_rounds(rk, rounds, _mm_xor_si128(x, XLD(in)), 0), kl);
+        XST(out, x);
+        XST(iv, x);
+        return;
+    }
     if (n == 0)
         return;
-    x = _mm_xor_si128(XLD(iv), _mm_xor_si128(XLD(in), k0));
+    x = _mm_xor_si128(XLD(iv), k0);
+    __asm__("" : "+x"(x));
+    x = _mm_xor_si128(x, XLD(in));
     for (; n > 1; n--, in += 16, out += 16) {
         __m128i t = _mm_xor_si128(XLD(in + 16), k0);
-        for (int r = 1; r < rounds; r++)
-            x = _mm_aesenc_si128(x, XKEY(rk, r));
+        x = x_one_rounds(rk, rounds, x, 0);
         x = _mm_aesenclast_si128(x, _mm_xor_si128(kl, t));
         XST(out, _mm_xor_si128(x, t));
     }
-    for (int r = 1; r < rounds; r++)
-        x = _mm_aesenc_si128(x, XKEY(rk, r));
+    x = x_one_rounds(rk, rounds, x, 0);
     x = _mm_aesenclast_si128(x, kl);
     XST(out, x);
     XST(iv, x);
