@@ -104,20 +104,25 @@ TGT_NI INLINE __m128i x_last(__m128i x, __m128i k, int dec)
     return dec ? _mm_aesdeclast_si128(x, k) : _mm_aesenclast_si128(x, k);
 }
 
+/* GROUP(q) with q = 1..8 a constant in each case, so that every group size is its own unrolled copy. */
+#define GROUP_OF(q, GROUP)                                                                 \
+    switch (q) {                                                                           \
+    case 1: GROUP(1); break;                                                               \
+    case 2: GROUP(2); break;                                                               \
+    case 3: GROUP(3); break;                                                               \
+    case 4: GROUP(4); break;                                                               \
+    case 5: GROUP(5); break;                                                               \
+    case 6: GROUP(6); break;                                                               \
+    case 7: GROUP(7); break;                                                               \
+    case 8: GROUP(8); break;                                                               \
+    default: break;                                                                        \
+    }
+
 /* n < 8 blocks as one group of n, so they run side by side whatever n is; GROUP(q) runs q blocks at
  * in/out, which then advance. */
 #define X_TAIL(n, GROUP)                                                                   \
     do {                                                                                   \
-        switch (n) {                                                                       \
-        case 1: GROUP(1); break;                                                           \
-        case 2: GROUP(2); break;                                                           \
-        case 3: GROUP(3); break;                                                           \
-        case 4: GROUP(4); break;                                                           \
-        case 5: GROUP(5); break;                                                           \
-        case 6: GROUP(6); break;                                                           \
-        case 7: GROUP(7); break;                                                           \
-        default: break;                                                                    \
-        }                                                                                  \
+        GROUP_OF(n, GROUP)                                                                 \
         in += 16 * (n), out += 16 * (n);                                                   \
     } while (0)
 
@@ -334,17 +339,7 @@ TGT_VAES INLINE void z_ctr_n(const uint8_t *rk, int rounds, const uint8_t *in, u
 
 /* A tail of 1..31 blocks as one group of ceil(n/4) registers: every register count is its own
  * unrolled copy, so a tail runs at the latency of one group whatever its size. */
-#define Z_TAIL(n, GROUP)                                                                   \
-    switch (((n) + 3) / 4) {                                                               \
-    case 1: GROUP(1); break;                                                               \
-    case 2: GROUP(2); break;                                                               \
-    case 3: GROUP(3); break;                                                               \
-    case 4: GROUP(4); break;                                                               \
-    case 5: GROUP(5); break;                                                               \
-    case 6: GROUP(6); break;                                                               \
-    case 7: GROUP(7); break;                                                               \
-    case 8: GROUP(8); break;                                                               \
-    }
+#define Z_TAIL(n, GROUP) GROUP_OF(((n) + 3) / 4, GROUP)
 
 TGT_VAES INLINE void z_ecb(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
                            size_t n, int dec)
