@@ -222,16 +222,60 @@ static inline void acc_core_tables_init(acc_core_tables *t)
     }
 }
 
-static inline uint32_t acc_core_subword(const acc_core_tables *t, uint32_t w)
+/* ---- key schedules, in constant time ----
+ * The schedules are derived from the key, so they take no table lookup indexed by key bytes (a
+ * cache-timing channel on the host that expands every request's key): SubWord computes the S-box
+ * as x^254 in GF(2^8) followed by the affine map, and InvMixColumns multiplies by its constants, both
+ * with masks instead of branches, four bytes at a time. The exponent and the constants are public, so
+ * the control flow is the same for every key. */
+
+/* Four GF(2^8) elements packed in a word, byte by byte: 2 * a. */
+static inline uint32_t acc_xtime4(uint32_t a)
 {
-    return (uint32_t)t->sbox[w >> 24] << 24 | (uint32_t)t->sbox[(w >> 16) & 0xff] << 16
-         | (uint32_t)t->sbox[(w >> 8) & 0xff] << 8 | t->sbox[w & 0xff];
+    return ((a & 0x7f7f7f7fu) << 1) ^ (((a >> 7) & 0x01010101u) * 0x1bu);
+}
+
+/* a * b byte by byte, no branch on either operand. */
+static inline uint32_t acc_gf_mul4_ct(uint32_t a, uint32_t b)
+{
+    uint32_t p = 0;
+    for (int i = 0; i < 8; i++) {
+        p ^= a & (((b >> i) & 0x01010101u) * 0xffu);
+        a = acc_xtime4(a);
+    }
+    return p;
+}
+
+/* SubWord (FIPS-197 5.2) in constant time: each byte's S-box value as x^254 (= x^-1, and 0 for 0) by a
+ * fixed addition chain, then the affine map (each byte XORed with its rotations by 1..4, then 0x63). */
+static inline uint32_t acc_core_subword(uint32_t x)
+{
+    uint32_t x2 = acc_gf_mul4_ct(x, x), x3 = acc_gf_mul4_ct(x2, x), x6 = acc_gf_mul4_ct(x3, x3);
+    uint32_t x12 = acc_gf_mul4_ct(x6, x6), x15 = acc_gf_mul4_ct(x12, x3), x30 = acc_gf_mul4_ct(x15, x15);
+    uint32_t x60 = acc_gf_mul4_ct(x30, x30), x63 = acc_gf_mul4_ct(x60, x3), x126 = acc_gf_mul4_ct(x63, x63);
+    uint32_t x127 = acc_gf_mul4_ct(x126, x), inv = acc_gf_mul4_ct(x127, x127), s = inv;
+    for (int k = 1; k <= 4; k++) {
+        uint32_t hi = (0xffu << k) & 0xffu, lo = 0xffu >> (8 - k);   /* per-byte masks of a rotation by k */
+        s ^= ((inv << k) & hi * 0x01010101u) | ((inv >> (8 - k)) & lo * 0x01010101u);
+    }
+    return s ^ 0x63636363u;
+}
+
+/* InvMixColumns of one column (top byte first), in constant time: 9a, 11a, 13a and 14a from
+ * 2a, 4a and 8a, then each output byte XORs the four products its row takes. */
+static inline uint32_t acc_inv_mix_column(uint32_t w)
+{
+    uint32_t x2 = acc_xtime4(w), x4 = acc_xtime4(x2), x8 = acc_xtime4(x4);
+    uint32_t m9 = x8 ^ w, m11 = x8 ^ x2 ^ w, m13 = x8 ^ x4 ^ w, m14 = x8 ^ x4 ^ x2;
+    return m14 ^ ACC_ROTR(m11, 24) ^ ACC_ROTR(m13, 16) ^ ACC_ROTR(m9, 8);
 }
 
 /* FIPS-197 5.2 key expansion into rk[4*(rounds+1)] (60 words at most). Returns rounds, or 0
- * for a key size other than 128/192/256 bits. */
+ * for a key size other than 128/192/256 bits. t is unused (the schedule takes no table lookups);
+ * the parameter keeps the callers' shape. */
 static inline int acc_core_enc_keys(const acc_core_tables *t, const uint8_t *key, int keybits, uint32_t rk[60])
 {
+    (void)t;
     if (keybits != 128 && keybits != 192 && keybits != 256)
         return 0;
     int nk = keybits / 32, rounds = nk + 6, total = 4 * (rounds + 1);
@@ -241,10 +285,10 @@ static inline int acc_core_enc_keys(const acc_core_tables *t, const uint8_t *key
     for (int i = nk; i < total; i++) {
         uint32_t w = rk[i - 1];
         if (i % nk == 0) {
-            w = acc_core_subword(t, (w << 8) | (w >> 24)) ^ ((uint32_t)rcon << 24);
-            rcon = acc_gf_xtime(rcon);
+            w = acc_core_subword((w << 8) | (w >> 24)) ^ ((uint32_t)rcon << 24);
+            rcon = acc_gf_xtime(rcon);   /* public: depends on i only */
         } else if (nk > 6 && i % nk == 4) {
-            w = acc_core_subword(t, w);
+            w = acc_core_subword(w);
         }
         rk[i] = rk[i - nk] ^ w;
     }
@@ -252,16 +296,15 @@ static inline int acc_core_enc_keys(const acc_core_tables *t, const uint8_t *key
 }
 
 /* Equivalent inverse cipher schedule (FIPS-197 5.3.5): round keys in reverse order, with
- * InvMixColumns applied to the middle ones. td0[S[x]] is x times (14, 9, 13, 11), so one
- * table lookup per byte does InvMixColumns. */
+ * InvMixColumns applied to the middle ones. */
 static inline void acc_core_dec_keys(const acc_core_tables *t, const uint32_t *rk, int rounds, uint32_t dk[60])
 {
+    (void)t;
     for (int r = 0; r <= rounds; r++)
         for (int j = 0; j < 4; j++) {
             uint32_t w = rk[4 * (rounds - r) + j];
             if (r > 0 && r < rounds)
-                w = t->td0[t->sbox[w >> 24]] ^ ACC_ROTR(t->td0[t->sbox[(w >> 16) & 0xff]], 8)
-                  ^ ACC_ROTR(t->td0[t->sbox[(w >> 8) & 0xff]], 16) ^ ACC_ROTR(t->td0[t->sbox[w & 0xff]], 24);
+                w = acc_inv_mix_column(w);
             dk[4 * r + j] = w;
         }
 }

@@ -189,6 +189,22 @@ static void test_fips197(void)
         }
     }
     check(sched_make(&(sched){0}, (const uint8_t *)"0123456789abcdef", 100) == 0, "bad key size refused");
+    /* The key schedules' constant-time S-box and InvMixColumns against the tables (every S-box value;
+     * InvMixColumns on random columns, as td0[S[x]] rotated computes it). */
+    int sbox_ok = 1, imc_ok = 1;
+    for (uint32_t x = 0; x < 256; x++)
+        sbox_ok &= acc_core_subword(x << 24 | (x ^ 0x5a) << 16 | (255 - x) << 8 | (x * 7 & 0xff))
+                   == ((uint32_t)T.sbox[x] << 24 | (uint32_t)T.sbox[x ^ 0x5a] << 16
+                       | (uint32_t)T.sbox[255 - x] << 8 | T.sbox[x * 7 & 0xff]);
+    for (int i = 0; i < 4096; i++) {
+        uint32_t w, want;
+        RAND_bytes((unsigned char *)&w, sizeof(w));
+        want = T.td0[T.sbox[w >> 24]] ^ ACC_ROTR(T.td0[T.sbox[(w >> 16) & 0xff]], 8)
+             ^ ACC_ROTR(T.td0[T.sbox[(w >> 8) & 0xff]], 16) ^ ACC_ROTR(T.td0[T.sbox[w & 0xff]], 24);
+        imc_ok &= acc_inv_mix_column(w) == want;
+    }
+    check(sbox_ok, "constant-time S-box equals the table for all 256 inputs");
+    check(imc_ok, "constant-time InvMixColumns equals the table form");
 }
 
 /* ---- 2. OpenSSL's published stanzas (FIPS-197, SP 800-38A F.1/F.2/F.5, RFC 3686, carry) ---- */
