@@ -107,6 +107,15 @@ static void pinned_free(uint8_t *p, int numa, size_t len)
     }
 }
 
+/* Zero a device buffer before it is freed: it held plaintext, ciphertext or round keys, and freed
+ * device memory goes to the next allocation of any process on the GPU as it is. Best effort (after
+ * a CUDA error there may be no context left to do it with). */
+static void device_wipe(void *d, size_t len)
+{
+    if (d != NULL && cudaMemset(d, 0, len) != cudaSuccess)
+        cudaGetLastError();
+}
+
 static void release_all(void)
 {
     if (acc_cu.team_ready)   /* helpers touch callers' buffers only inside a run: none is running */
@@ -117,6 +126,10 @@ static void release_all(void)
             acc_cu_buf *bf = &sl->buf[b];
             if (bf->st)
                 cudaStreamSynchronize(bf->st);
+            if (bf->h)
+                explicit_bzero(bf->h, acc_cu.chunk);   /* the last chunks' plaintext and output */
+            device_wipe(bf->d_in, acc_cu.chunk);
+            device_wipe(bf->d_out, acc_cu.chunk);
             pinned_free(bf->h, bf->h_numa, acc_cu.chunk);
             cudaFree(bf->d_in);
             cudaFree(bf->d_out);
@@ -132,6 +145,8 @@ static void release_all(void)
         }
         if (sl->h_keys)
             explicit_bzero(sl->h_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
+        device_wipe(sl->d_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
+        device_wipe(sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16);
         cudaFreeHost(sl->h_keys);
         cudaFree(sl->d_keys);
         cudaFree(sl->d_chain);
