@@ -93,6 +93,12 @@ int acc_policy_blocks(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size
 /* The size below which nothing but the inline path can pay, for these settings. */
 size_t acc_policy_inline_below(const acc_settings *s);
 
+/* ---- Cipher parameters (provider/cipher_aes.c), shared with the stitched ciphers ---- */
+/* The gettable table and the get_params body of an AES cipher of this mode and key length
+ * (bytes); aead is the AEAD flag it reports (1: the stitched ciphers of cipher_hmac.c). */
+const OSSL_PARAM *acc_cipher_gettable_params(void *provctx);
+int  acc_cipher_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen, int aead);
+
 /* ---- TLS (provider/tls.c) ---- */
 int  acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t outsize,
                     const unsigned char *in, size_t inl);

@@ -23,7 +23,6 @@ static OSSL_FUNC_cipher_final_fn aes_block_final;
 static OSSL_FUNC_cipher_update_fn aes_stream_update;
 static OSSL_FUNC_cipher_final_fn aes_stream_final;
 static OSSL_FUNC_cipher_cipher_fn aes_cipher;
-static OSSL_FUNC_cipher_gettable_params_fn aes_gettable_params;
 static OSSL_FUNC_cipher_get_ctx_params_fn aes_get_ctx_params;
 static OSSL_FUNC_cipher_set_ctx_params_fn aes_set_ctx_params;
 static OSSL_FUNC_cipher_gettable_ctx_params_fn aes_gettable_ctx_params;
@@ -195,7 +194,10 @@ static const OSSL_PARAM *aes_settable_ctx_params(void *vctx, void *provctx)
     return known;
 }
 
-static const OSSL_PARAM *aes_gettable_params(void *provctx)
+/* The get_params of every AES cipher here, the stitched ones of cipher_hmac.c included: one
+ * table, one body (declared in cipher.h). aead is the AEAD flag to report (1 for the stitched
+ * ciphers, as the default provider reports it; 0 for the rest). */
+const OSSL_PARAM *acc_cipher_gettable_params(void *provctx)
 {
     static const OSSL_PARAM known[] = {
         OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL),
@@ -213,11 +215,11 @@ static const OSSL_PARAM *aes_gettable_params(void *provctx)
     return known;
 }
 
-static int aes_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen)
+int acc_cipher_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen, int aead)
 {
-    static const char *const zero_flags[] = {
-        OSSL_CIPHER_PARAM_AEAD, OSSL_CIPHER_PARAM_CUSTOM_IV, OSSL_CIPHER_PARAM_CTS,
-        OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, OSSL_CIPHER_PARAM_HAS_RAND_KEY
+    const struct { const char *key; int v; } flags[] = {
+        { OSSL_CIPHER_PARAM_AEAD, aead }, { OSSL_CIPHER_PARAM_CUSTOM_IV, 0 }, { OSSL_CIPHER_PARAM_CTS, 0 },
+        { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, 0 }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 }
     };
     size_t blksz = mode == ACC_MODE_CTR ? 1 : ACC_AES_BLOCK;
     OSSL_PARAM *p;
@@ -231,8 +233,8 @@ static int aes_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen)
         goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_BLOCK_SIZE)) != NULL && !OSSL_PARAM_set_size_t(p, blksz))
         goto bad;
-    for (size_t i = 0; i < sizeof(zero_flags) / sizeof(zero_flags[0]); i++)
-        if ((p = OSSL_PARAM_locate(params, zero_flags[i])) != NULL && !OSSL_PARAM_set_int(p, 0))
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if ((p = OSSL_PARAM_locate(params, flags[i].key)) != NULL && !OSSL_PARAM_set_int(p, flags[i].v))
             goto bad;
     return 1;
 bad:
@@ -580,7 +582,7 @@ static int aes_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     static OSSL_FUNC_cipher_get_params_fn aes##kbits##lmode##_get_params;                       \
     static int aes##kbits##lmode##_get_params(OSSL_PARAM params[])                              \
     {                                                                                           \
-        return aes_get_params(params, ACC_MODE_##UMODE, (kbits) / 8);                           \
+        return acc_cipher_get_params(params, ACC_MODE_##UMODE, (kbits) / 8, 0);                 \
     }                                                                                           \
     static const OSSL_DISPATCH aes##kbits##lmode##_functions[] = {                              \
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##lmode##_newctx },                \
@@ -592,7 +594,7 @@ static int aes_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))aes_##shape##_final },                        \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))aes_cipher },                                \
         { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##lmode##_get_params },        \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))aes_gettable_params },              \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
         { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))aes_get_ctx_params },                \
         { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))aes_set_ctx_params },                \
         { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))aes_gettable_ctx_params },      \

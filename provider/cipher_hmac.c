@@ -27,7 +27,6 @@ static OSSL_FUNC_cipher_decrypt_init_fn hmac_dinit;
 static OSSL_FUNC_cipher_update_fn hmac_update;
 static OSSL_FUNC_cipher_final_fn hmac_final;
 static OSSL_FUNC_cipher_cipher_fn hmac_oneshot;
-static OSSL_FUNC_cipher_gettable_params_fn hmac_gettable_params;
 static OSSL_FUNC_cipher_get_ctx_params_fn hmac_get_ctx_params;
 static OSSL_FUNC_cipher_set_ctx_params_fn hmac_set_ctx_params;
 static OSSL_FUNC_cipher_gettable_ctx_params_fn hmac_gettable_ctx_params;
@@ -193,49 +192,11 @@ static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
     return known;
 }
 
-static const OSSL_PARAM *hmac_gettable_params(void *provctx)
-{
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL),
-        OSSL_PARAM_END
-    };
-    (void)provctx;
-    return known;
-}
-
+/* get_params: as cipher_aes.c's, but with AEAD reported as the default reports it (libssl keys
+ * its record handling on that flag); TLS1 multiblock off (see hmac_settable_ctx_params). */
 static int hmac_get_params(OSSL_PARAM params[], size_t keylen)
 {
-    /* AEAD as the default reports it (libssl keys its record handling on that flag);
-     * TLS1 multiblock off (see hmac_settable_ctx_params). */
-    static const struct { const char *key; int v; } flags[] = {
-        { OSSL_CIPHER_PARAM_AEAD, 1 }, { OSSL_CIPHER_PARAM_CUSTOM_IV, 0 }, { OSSL_CIPHER_PARAM_CTS, 0 },
-        { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, 0 }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 }
-    };
-    OSSL_PARAM *p;
-
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_MODE)) != NULL && !OSSL_PARAM_set_uint(p, ACC_MODE_CBC))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL && !OSSL_PARAM_set_size_t(p, keylen))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL && !OSSL_PARAM_set_size_t(p, BLK))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_BLOCK_SIZE)) != NULL && !OSSL_PARAM_set_size_t(p, BLK))
-        goto bad;
-    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-        if ((p = OSSL_PARAM_locate(params, flags[i].key)) != NULL && !OSSL_PARAM_set_int(p, flags[i].v))
-            goto bad;
-    return 1;
-bad:
-    acc_raise(ACC_R_INVALID_PARAMETER, "cannot return parameter '%s'", p->key);
-    return 0;
+    return acc_cipher_get_params(params, ACC_MODE_CBC, keylen, 1);
 }
 
 /* ======================== Init ======================== */
@@ -402,7 +363,7 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \
         { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },       \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))hmac_gettable_params },             \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
         { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },               \
         { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },               \
         { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },     \
