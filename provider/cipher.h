@@ -99,6 +99,41 @@ size_t acc_policy_inline_below(const acc_settings *s);
 const OSSL_PARAM *acc_cipher_gettable_params(void *provctx);
 int  acc_cipher_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen, int aead);
 
+/* ---- Constant-time masks (TLS records: tls.c, cipher_hmac_record.c) ----
+ * All ones or zero. Where a padding length, and so a MAC position, is secret (Lucky 13, padding
+ * oracles), every decision that depends on it is one of these masks, never a branch or a memory
+ * index. They are defined here, inline, rather than called out of line from tls.c: they sit in
+ * per-byte loops. Arguments stay below 2^63 (record lengths always do). */
+
+/* Hide a mask from the optimiser: knowing a value is 0 or all ones, gcc turns a masked loop
+ * into an early exit or a select into a branch (test_tls_ct caught it doing so). */
+static inline size_t acc_ct_barrier(size_t m)
+{
+    __asm__("" : "+r"(m));
+    return m;
+}
+
+/* all ones if a < b, else 0 */
+static inline size_t acc_ct_lt(size_t a, size_t b)
+{
+    return acc_ct_barrier((size_t)0 - ((a - b) >> (sizeof(size_t) * 8 - 1)));
+}
+
+static inline size_t acc_ct_ge(size_t a, size_t b)
+{
+    return ~acc_ct_lt(a, b);
+}
+
+static inline size_t acc_ct_is_zero(size_t a)
+{
+    return acc_ct_barrier((size_t)0 - ((~a & (a - 1)) >> (sizeof(size_t) * 8 - 1)));
+}
+
+static inline size_t acc_ct_eq(size_t a, size_t b)
+{
+    return acc_ct_is_zero(a ^ b);
+}
+
 /* ---- TLS (provider/tls.c) ---- */
 int  acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t outsize,
                     const unsigned char *in, size_t inl);

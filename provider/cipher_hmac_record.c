@@ -24,35 +24,8 @@
 #define STEP 64
 #define V_TLS1_1 0x0302
 
-/* ======================== Constant-time masks ========================
- * all ones / zero; the barrier hides from gcc that a value is a mask, so that it cannot turn a
- * masked select back into a branch. Arguments stay below 2^63 (record lengths). */
-
-static inline size_t mask_hide(size_t m)
-{
-    __asm__("" : "+r"(m));
-    return m;
-}
-
-static inline size_t mask_lt(size_t a, size_t b)
-{
-    return mask_hide((size_t)0 - ((a - b) >> (sizeof(size_t) * 8 - 1)));
-}
-
-static inline size_t mask_ge(size_t a, size_t b)
-{
-    return ~mask_lt(a, b);
-}
-
-static inline size_t mask_zero(size_t a)
-{
-    return mask_hide((size_t)0 - ((~a & (a - 1)) >> (sizeof(size_t) * 8 - 1)));
-}
-
-static inline size_t mask_eq(size_t a, size_t b)
-{
-    return mask_zero(a ^ b);
-}
+/* The constant-time masks (acc_ct_lt, acc_ct_ge, acc_ct_eq, acc_ct_is_zero, acc_ct_barrier) are
+ * cipher.h's, shared with tls.c. */
 
 /* ======================== The two hashes ======================== */
 
@@ -238,14 +211,14 @@ static void mask_span(uint8_t *span, size_t nblk, size_t first, size_t vlen, siz
 {
     for (size_t k = 0; k < nblk * SHA_BLK / 8; k++) {
         size_t p = first * SHA_BLK + 8 * k;
-        size_t before = mask_lt(vlen, p), after = mask_ge(vlen, p + 8);
+        size_t before = acc_ct_lt(vlen, p), after = acc_ct_ge(vlen, p + 8);
         size_t inside = ~before & ~after;                /* the message ends in this word */
         size_t d = (vlen - p) & inside & 7;              /* bytes of it kept */
         uint64_t keep = (uint64_t)after | ((uint64_t)inside & (((uint64_t)1 << (8 * d)) - 1));
         uint64_t w = (load_le(span + 8 * k) & keep) | ((uint64_t)inside & ((uint64_t)0x80 << (8 * d)));
 
         if (k % 8 == 7)                                  /* bytes 56..63: the big-endian bit length */
-            w |= (uint64_t)mask_eq(first + k / 8, fin) & __builtin_bswap64(bits);
+            w |= (uint64_t)acc_ct_eq(first + k / 8, fin) & __builtin_bswap64(bits);
         store_le(span + 8 * k, w);
     }
 }
@@ -270,7 +243,7 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     uint32_t w[8], acc[8];
     acc_sha_state md;
 
-    good = mask_ge(maxpad, pad);
+    good = acc_ct_ge(maxpad, pad);
     pad = (pad & good) | (maxpad & ~good);
     plen = len - ms - 1 - pad;
     vlen = AAD_LEN + plen;
@@ -299,7 +272,7 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     mask_span(span, nblk, first, vlen, fin, (uint64_t)(h->head_len + vlen) * 8);
     memset(acc, 0, sizeof(acc));
     for (size_t b = 0; b < nblk; b++) {
-        uint32_t is_fin = (uint32_t)mask_eq(first + b, fin);
+        uint32_t is_fin = (uint32_t)acc_ct_eq(first + b, fin);
 
         sha->compress(&md, span + b * SHA_BLK);
         sha->chain(&md, w);
@@ -321,10 +294,10 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     memset(rot, 0, sizeof(rot));
     for (size_t j = w0, end = plen + ms; j < len; j++) {
         /* hidden, or gcc counts the loop in j - end and derives the load address from it */
-        size_t jh = mask_hide(j), in_pad = mask_ge(jh, end);
+        size_t jh = acc_ct_barrier(j), in_pad = acc_ct_ge(jh, end);
 
         diff |= in_pad & (rec[j] ^ pad);
-        rot[cnt] |= rec[j] & (uint8_t)(mask_ge(jh, plen) & ~in_pad);
+        rot[cnt] |= rec[j] & (uint8_t)(acc_ct_ge(jh, plen) & ~in_pad);
         if (++cnt == ms)
             cnt = 0;
     }
@@ -332,7 +305,7 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
      * of 8, 4, 2 and 1 times ms (plen - w0 <= 255 < 16 * ms), no division. */
     shift = plen - w0;
     for (size_t m = 8; m > 0; m >>= 1)
-        shift -= mask_ge(shift, m * ms) & (m * ms);
+        shift -= acc_ct_ge(shift, m * ms) & (m * ms);
     /* Rotate rot[] left by shift (< ms <= 32) in five masked steps of 1, 2, 4, 8 and 16 bytes:
      * every byte is read at every step, whatever the shift. */
     for (unsigned int bit = 0; bit < 5; bit++) {
@@ -347,7 +320,7 @@ static size_t verify_record(const acc_hmac_ctx *h, const uint8_t *rec, size_t le
     }
     for (size_t k = 0; k < ms; k++)
         diff |= rot[k] ^ mac[k];
-    good &= mask_zero(diff);
+    good &= acc_ct_is_zero(diff);
     OPENSSL_cleanse(&md, sizeof(md));
     OPENSSL_cleanse(span, sizeof(span));
     OPENSSL_cleanse(inner, sizeof(inner));

@@ -22,38 +22,9 @@
 #define TLS_MAX_PAD  256   /* padding bytes including the length byte */
 #define BLK ACC_AES_BLOCK
 
-/* ==== Constant-time helpers ====
- * The padding length and so the MAC position are secret (Lucky 13, padding oracles): every
- * decision that depends on them is a mask, never a branch or a memory index. */
-
-/* Hide a mask from the optimiser: knowing a value is 0 or all ones, gcc turns a masked loop
- * into an early exit or a select into a branch (test_tls_ct caught it doing so). */
-static inline size_t ct_barrier(size_t m)
-{
-    __asm__("" : "+r"(m));
-    return m;
-}
-
-/* all ones if a < b, else 0 (a, b below 2^63, which record lengths always are) */
-static inline size_t ct_lt(size_t a, size_t b)
-{
-    return ct_barrier((size_t)0 - ((a - b) >> (sizeof(size_t) * 8 - 1)));
-}
-
-static inline size_t ct_ge(size_t a, size_t b)
-{
-    return ~ct_lt(a, b);
-}
-
-static inline size_t ct_is_zero(size_t a)
-{
-    return ct_barrier((size_t)0 - ((~a & (a - 1)) >> (sizeof(size_t) * 8 - 1)));
-}
-
-static inline size_t ct_eq(size_t a, size_t b)
-{
-    return ct_is_zero(a ^ b);
-}
+/* Constant-time: the padding length and so the MAC position are secret (Lucky 13, padding
+ * oracles): every decision that depends on them is a mask (acc_ct_*, cipher.h), never a branch
+ * or a memory index. */
 
 static int version_known(unsigned int v)
 {
@@ -91,11 +62,11 @@ static size_t check_padding(unsigned int version, const uint8_t *rec, size_t len
                             size_t overhead, size_t *padl)
 {
     size_t plen = rec[len - 1];
-    size_t good = ct_ge(len, overhead + plen);
+    size_t good = acc_ct_ge(len, overhead + plen);
 
     if (version == V_SSL3) {
         /* SSL 3.0 pads with arbitrary bytes, but never more than one block */
-        good &= ct_ge(BLK, plen + 1);
+        good &= acc_ct_ge(BLK, plen + 1);
     } else {
         /* Every one of the plen+1 final bytes equals plen. Which bytes those are is secret,
          * so the last 256 (or all, when shorter) are always read and masked. */
@@ -104,10 +75,10 @@ static size_t check_padding(unsigned int version, const uint8_t *rec, size_t len
 
         for (size_t i = 0; i < n; i++) {
             /* the barrier on i stops gcc from deriving the load address from plen - i */
-            uint8_t in_pad = (uint8_t)ct_ge(plen, ct_barrier(i));
+            uint8_t in_pad = (uint8_t)acc_ct_ge(plen, acc_ct_barrier(i));
             diff |= in_pad & (uint8_t)(rec[len - 1 - i] ^ plen);
         }
-        good &= ct_is_zero(diff);
+        good &= acc_ct_is_zero(diff);
     }
     *padl = good & (plen + 1);
     return good;
@@ -143,13 +114,13 @@ static int extract_mac(acc_cipher_ctx *ctx, const uint8_t *rec, size_t len, size
         first = len - (ms + TLS_MAX_PAD);
     memset(rot, 0, sizeof(rot));
     for (size_t i = first; i < len; i++) {
-        size_t starts = ct_eq(i, mac_start);
+        size_t starts = acc_ct_eq(i, mac_start);
 
-        in_mac = (in_mac | starts) & ct_lt(i, mac_end);
+        in_mac = (in_mac | starts) & acc_ct_lt(i, mac_end);
         shift |= j & starts;            /* where in rot[] the MAC's first byte went */
         rot[j] |= rec[i] & (uint8_t)in_mac;
         j++;
-        j &= ct_lt(j, ms);              /* j = (i - first) mod ms, without a division */
+        j &= acc_ct_lt(j, ms);              /* j = (i - first) mod ms, without a division */
     }
 
     /* out[k] = rot[(shift + k) mod ms]: every rot[] byte is read for every k. */
@@ -157,10 +128,10 @@ static int extract_mac(acc_cipher_ctx *ctx, const uint8_t *rec, size_t len, size
         uint8_t b = 0;
 
         for (size_t i = 0; i < ms; i++)
-            b |= rot[i] & (uint8_t)ct_eq(i, shift);
+            b |= rot[i] & (uint8_t)acc_ct_eq(i, shift);
         out[k] = (uint8_t)((b & (uint8_t)good) | (rnd[k] & (uint8_t)~good));
         shift++;
-        shift &= ct_lt(shift, ms);
+        shift &= acc_ct_lt(shift, ms);
     }
     OPENSSL_cleanse(rot, sizeof(rot));
     ctx->tlsmac = out;
