@@ -84,7 +84,8 @@ $(BUILD)/accelaes-files: tools/accelaes-files.c $(wildcard tools/files_*.c tools
 $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/c/%.c $(BUILD)/libaccelaes.a $(TESTLIB_OBJ)
+# tests/c/*.h are the C tests' shared helpers (test_*_common.h), not test programs of their own.
+$(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(BUILD)/libaccelaes.a $(TESTLIB_OBJ)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
 

@@ -7,22 +7,12 @@
 #include <openssl/rand.h>
 #include "accel/engine.h"
 #include "accel/cuda/aes_core.h"
+#include "tests/c/test_cuda_common.h"
 
-static int g_pass, g_fail;
 static acc_core_tables T;
 /* Replicated copies laid out as the kernels' shared memory (sh = 5). */
 static uint32_t te_rep[256 * 32], td_rep[256 * 32];
 static uint8_t isb_rep[256 * 32];
-
-static void check(int ok, const char *what)
-{
-    if (ok) {
-        g_pass++;
-    } else {
-        g_fail++;
-        printf("FAIL: %s\n", what);
-    }
-}
 
 /* A table layout: plain (sh 0) or replicated (sh 5, a given lane). */
 typedef struct { const uint32_t *te, *td; const uint8_t *isb; unsigned sh, lane; } layout;
@@ -426,6 +416,5 @@ int main(int argc, char **argv)
     test_random_vs_evp();
     test_ctr_carry();
     test_cbc_pieces();
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }

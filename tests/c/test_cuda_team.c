@@ -6,18 +6,7 @@
 #include <string.h>
 #include <openssl/rand.h>
 #include "accel/cuda/host_team.cu"
-
-static int g_pass, g_fail;
-
-static void check(int ok, const char *what)
-{
-    if (ok) {
-        g_pass++;
-    } else {
-        g_fail++;
-        printf("FAIL: %s\n", what);
-    }
-}
+#include "tests/c/test_cuda_common.h"
 
 /* ---- copy and XOR ---- */
 
@@ -182,6 +171,5 @@ int main(void)
     test_no_team();
     test_team(0);      /* helpers sleep between tasks: the wake-up path */
     test_team(200);    /* helpers poll between tasks, as in the plugin */
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return check_report();
 }

@@ -3,29 +3,7 @@
  * a thread dying while it holds a unit. Multi-process cases: test_sched_mp.c and pytest. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-#include "scheduler/sched_int.h"
-
-static int passed, failed;
-#define CHECK(cond, ...) do { \
-        if (cond) { passed++; } \
-        else { failed++; printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-               printf(__VA_ARGS__); printf("\n"); } \
-    } while (0)
-
-static char segname[128];
-
-static void sleep_us(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    nanosleep(&ts, NULL);
-}
+#include "tests/c/test_sched_common.h"
 
 static int count_busy(acc_shm_table *t, int kind)
 {

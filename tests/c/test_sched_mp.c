@@ -6,30 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-#include "scheduler/sched_int.h"
-
-static int passed, failed;
-#define CHECK(cond, ...) do { \
-        if (cond) { passed++; } \
-        else { failed++; printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-               printf(__VA_ARGS__); printf("\n"); } \
-    } while (0)
-
-static char segname[64];
-
-static void sleep_us(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    nanosleep(&ts, NULL);
-}
+#include "tests/c/test_sched_common.h"
 
 /* Run fn in a forked child; returns its exit status, or 128+signal if it was killed. */
 static int in_child(int (*fn)(void *), void *arg)

@@ -3,25 +3,9 @@
  * holding a unit; bytes credited to units. Prints dispatch latency (information only),
  * also for an OpenMP parallel region, the alternative the design names. */
 #define _GNU_SOURCE
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 #include <omp.h>
-#include "scheduler/sched_int.h"
-
-static int passed, failed;
-#define CHECK(cond, ...) do { \
-        if (cond) { passed++; } \
-        else { failed++; printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-               printf(__VA_ARGS__); printf("\n"); } \
-    } while (0)
-
-static char segname[64];
+#include "tests/c/test_sched_common.h"
 
 /* Pieces record who ran them; a piece on a thread that holds no unit and is not one of the
  * callers would be a crypto thread beyond the units. */
