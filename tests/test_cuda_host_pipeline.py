@@ -74,3 +74,5 @@ def test_plugin_pipeline_on_cpu_emulation(mock_plugin, scenario, env):
     r = tgp.run_child(mock_plugin, scenario, full_env, timeout=240)
     assert r.returncode == 0 and " 0 failed" in r.stdout, (r.stdout[-4000:] + r.stderr[-2000:])
     assert "mock CUDA device" in r.stdout, r.stdout[-2000:]
+    # shutdown ran, and every device buffer (data, round keys, CBC chains) was zero when freed
+    assert "SHUTDOWN-DONE" in r.stdout and "MOCK-UNWIPED" not in r.stdout, r.stdout[-3000:]

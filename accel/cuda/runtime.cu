@@ -108,8 +108,10 @@ static void pinned_free(uint8_t *p, int numa, size_t len)
 }
 
 /* Zero a device buffer before it is freed: it held plaintext, ciphertext or round keys, and freed
- * device memory goes to the next allocation of any process on the GPU as it is. Best effort (after
- * a CUDA error there may be no context left to do it with). */
+ * device memory goes to the next allocation of any process on the GPU as it is. Every device buffer
+ * goes through here (the tables and piece lists too, which are not secret), so that the CPU emulation
+ * of the tests can check that none is freed unwiped. Best effort (after a CUDA error there may be no
+ * context left to do it with). */
 static void device_wipe(void *d, size_t len)
 {
     if (d != NULL && cudaMemset(d, 0, len) != cudaSuccess)
@@ -134,6 +136,7 @@ static void release_all(void)
             cudaFree(bf->d_in);
             cudaFree(bf->d_out);
             cudaFreeHost(bf->h_pieces);
+            device_wipe(bf->d_pieces, (size_t)ACC_CU_MAXJOBS * sizeof(acc_piece));
             cudaFree(bf->d_pieces);
             free(bf->p.wb);
             if (bf->kdone)
@@ -153,6 +156,7 @@ static void release_all(void)
         free(sl->jctr);
         free(sl->spare.wb);
     }
+    device_wipe(acc_cu.d_tables, sizeof(acc_core_tables));
     cudaFree(acc_cu.d_tables);
     cudaGetLastError();
 }

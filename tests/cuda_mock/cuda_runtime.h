@@ -47,5 +47,6 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t len, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t len, enum cudaMemcpyKind kind, cudaStream_t st);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t len, cudaStream_t st);
+cudaError_t cudaMemset(void *p, int v, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
  * MOCK_CUDA_MODE=eager: work runs when queued: the earliest, so a host that fills a buffer after
  * queueing the copy that reads it sends stale data. */
 #include <deque>
+#include <map>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -93,14 +94,46 @@ cudaError_t cudaDeviceSynchronize(void)
     return cudaSuccess;
 }
 
-cudaError_t cudaMalloc(void **p, size_t len)
+/* Device allocations and their sizes: cudaFree reports one that still holds a nonzero byte (the
+ * plugin wipes every device buffer before it frees it), as "MOCK-UNWIPED" on stdout. */
+static std::map<void *, size_t> g_device;
+
+static void *host_alloc(size_t len)
 {
-    *p = aligned_alloc(256, (len + 255) & ~(size_t)255);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    return aligned_alloc(256, (len + 255) & ~(size_t)255);
 }
 
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaHostAlloc(void **p, size_t len, unsigned) { return cudaMalloc(p, len); }
+cudaError_t cudaMalloc(void **p, size_t len)
+{
+    *p = host_alloc(len);
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    std::lock_guard<std::recursive_mutex> l(g_mu);
+    g_device[*p] = len;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    std::lock_guard<std::recursive_mutex> l(g_mu);
+    auto it = g_device.find(p);
+    if (it != g_device.end()) {
+        size_t dirty = 0;
+        for (size_t i = 0; i < it->second; i++)
+            dirty += ((const unsigned char *)p)[i] != 0;
+        if (dirty)
+            printf("MOCK-UNWIPED: a device buffer of %zu bytes freed with %zu nonzero bytes\n", it->second, dirty);
+        g_device.erase(it);
+    }
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t len, unsigned)
+{
+    *p = host_alloc(len);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaHostRegister(void *, size_t, unsigned) { return cudaSuccess; }
 cudaError_t cudaHostUnregister(void *) { return cudaSuccess; }
@@ -170,6 +203,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t len, enum cudaMem
 cudaError_t cudaMemsetAsync(void *p, int v, size_t len, cudaStream_t st)
 {
     return enqueue(st, [p, v, len] { memset(p, v, len); });
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t len)
+{
+    cudaDeviceSynchronize();   /* the legacy default stream: after the work queued before it */
+    memset(p, v, len);
+    return cudaSuccess;
 }
 
 /* ---- the kernels, block by block on the CPU (plain tables: sh = 0, lane = 0) ---- */
