@@ -95,8 +95,8 @@ static void report(const char *what, size_t bytes, float ms)
 static void keys_for(ctx *c, const uint8_t *key, int bits, size_t njobs)
 {
     std::vector<uint32_t> rk(ACC_CU_RK_STRIDE * njobs);
-    int rounds = acc_core_enc_keys(&c->tab, key, bits, rk.data());
-    acc_core_dec_keys(&c->tab, rk.data(), rounds, rk.data() + 60);
+    int rounds = acc_core_enc_keys(key, bits, rk.data());
+    acc_core_dec_keys(rk.data(), rounds, rk.data() + 60);
     for (size_t j = 1; j < njobs; j++)
         memcpy(&rk[j * ACC_CU_RK_STRIDE], rk.data(), ACC_CU_RK_STRIDE * 4);
     CK(cudaMemcpy(c->d_rk, rk.data(), rk.size() * 4, cudaMemcpyHostToDevice));

@@ -271,11 +271,9 @@ static inline uint32_t acc_inv_mix_column(uint32_t w)
 }
 
 /* FIPS-197 5.2 key expansion into rk[4*(rounds+1)] (60 words at most). Returns rounds, or 0
- * for a key size other than 128/192/256 bits. t is unused (the schedule takes no table lookups);
- * the parameter keeps the callers' shape. */
-static inline int acc_core_enc_keys(const acc_core_tables *t, const uint8_t *key, int keybits, uint32_t rk[60])
+ * for a key size other than 128/192/256 bits. */
+static inline int acc_core_enc_keys(const uint8_t *key, int keybits, uint32_t rk[60])
 {
-    (void)t;
     if (keybits != 128 && keybits != 192 && keybits != 256)
         return 0;
     int nk = keybits / 32, rounds = nk + 6, total = 4 * (rounds + 1);
@@ -297,9 +295,8 @@ static inline int acc_core_enc_keys(const acc_core_tables *t, const uint8_t *key
 
 /* Equivalent inverse cipher schedule (FIPS-197 5.3.5): round keys in reverse order, with
  * InvMixColumns applied to the middle ones. */
-static inline void acc_core_dec_keys(const acc_core_tables *t, const uint32_t *rk, int rounds, uint32_t dk[60])
+static inline void acc_core_dec_keys(const uint32_t *rk, int rounds, uint32_t dk[60])
 {
-    (void)t;
     for (int r = 0; r <= rounds; r++)
         for (int j = 0; j < 4; j++) {
             uint32_t w = rk[4 * (rounds - r) + j];

@@ -39,9 +39,9 @@ static int upload_keys(group *g)
     acc_cu_slot *sl = g->sl;
     for (size_t j = 0; j < g->n; j++) {
         uint32_t *rk = sl->h_keys + j * ACC_CU_RK_STRIDE;
-        int rounds = acc_core_enc_keys(&acc_cu.host_tables, g->jobs[j].key, g->jobs[j].keybits, rk);
+        int rounds = acc_core_enc_keys(g->jobs[j].key, g->jobs[j].keybits, rk);
         if (is_inv(g->jobs[j].op))
-            acc_core_dec_keys(&acc_cu.host_tables, rk, rounds, rk + 60);
+            acc_core_dec_keys(rk, rounds, rk + 60);
         memcpy(sl->jctr[j], g->jobs[j].iv, 16);
     }
     size_t bytes = g->n * ACC_CU_RK_STRIDE * 4;

@@ -39,9 +39,9 @@ typedef struct { uint32_t rk[60], dk[60]; int rounds; } sched;
 
 static int sched_make(sched *k, const uint8_t *key, int keybits)
 {
-    k->rounds = acc_core_enc_keys(&T, key, keybits, k->rk);
+    k->rounds = acc_core_enc_keys(key, keybits, k->rk);
     if (k->rounds)
-        acc_core_dec_keys(&T, k->rk, k->rounds, k->dk);
+        acc_core_dec_keys(k->rk, k->rounds, k->dk);
     return k->rounds;
 }
 
