@@ -7,10 +7,12 @@ proves the driver and the tests themselves; the default is "accelaes".
 """
 
 import glob
+import json
 import os
 import random
 import secrets
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,16 @@ def openssl_bin():
     if path is None:
         pytest.skip("the openssl command is not installed")
     return path
+
+
+def stat_total(env):
+    """Bytes done by accelaes on every path (inline, split, batch, GPU), all processes together, as
+    build/accelaes-stat --json reports them for the segment env names."""
+    p = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    doc = json.loads(p.stdout)
+    totals = doc.get("totals", doc)
+    return sum(int(totals.get(k, 0)) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
 
 
 @pytest.fixture(scope="session")

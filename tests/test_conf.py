@@ -4,7 +4,6 @@ EVP_aes_*() calls), `openssl enc` and `openssl cms` interoperating with the defa
 for byte, the module found through OPENSSL_MODULES or MODULESDIR, and a broken configuration
 (bad or unknown setting, missing module) reported without a crash."""
 
-import json
 import os
 import re
 import shutil
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from conftest import BUILD  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
+from conftest import BUILD, stat_total  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 CONF = ROOT / "conf" / "accelaes.cnf"
 MODULE = BUILD / "accelaes.so"
 STAT = BUILD / "accelaes-stat"
@@ -73,14 +72,6 @@ def active_providers(env):
         elif "status: active" in line and cur:
             names.add(cur)
     return names, p
-
-
-def stat_total(env):
-    p = subprocess.run([str(STAT), "--json"], env=env, capture_output=True, timeout=30)
-    assert p.returncode == 0, p.stderr.decode(errors="replace")
-    doc = json.loads(p.stdout)
-    totals = doc.get("totals", doc)
-    return sum(int(totals.get(k, 0)) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
 
 
 def conf_variant(tmp_path, edit):

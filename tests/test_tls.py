@@ -6,7 +6,6 @@ Every process gets OPENSSL_CONF=conf/accelaes.cnf, OPENSSL_MODULES=build and one
 ACCELAES_SHM_NAME per test module, so the counters read here are this module's alone.
 """
 
-import json
 import os
 import shutil
 import socket
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from conftest import BUILD, SANITIZER  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
+from conftest import BUILD, SANITIZER, stat_total  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 CONF = ROOT / "conf" / "accelaes.cnf"
 MODULE = BUILD / "accelaes.so"
 STAT = BUILD / "accelaes-stat"
@@ -37,15 +36,6 @@ def base_env(shm):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELAES_")}
     env.update(OPENSSL_CONF=str(CONF), OPENSSL_MODULES=str(BUILD), ACCELAES_SHM_NAME=shm)
     return env
-
-
-def stat_total(env):
-    """Bytes done by accelaes on every path (inline, split, batch, GPU), all processes together."""
-    p = subprocess.run([str(STAT), "--json"], env=env, capture_output=True, timeout=30)
-    assert p.returncode == 0, p.stderr.decode(errors="replace")
-    doc = json.loads(p.stdout)
-    totals = doc.get("totals", doc)
-    return sum(int(totals.get(k, 0)) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
 
 
 class Server:
