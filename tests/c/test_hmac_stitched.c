@@ -31,13 +31,7 @@
 #include <openssl/hmac.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#else
-#define RUNNING_ON_VALGRIND 0
-#define VALGRIND_MAKE_MEM_UNDEFINED(p, n) ((void)(p), (void)(n))
-#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
-#endif
+#include "tests/c/valgrind_ct.h"
 
 extern OSSL_provider_init_fn OSSL_provider_init;
 

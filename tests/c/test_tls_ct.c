@@ -3,14 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#else
-/* Without valgrind's headers the reference checks still run; the constant-time part cannot. */
-#define RUNNING_ON_VALGRIND 0
-#define VALGRIND_MAKE_MEM_UNDEFINED(p, n) ((void)(p), (void)(n))
-#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
-#endif
+#include "tests/c/valgrind_ct.h"
 
 /* tls.c is compiled into this test with its external names renamed, so that neither the
  * provider's own objects nor the real offload policy are linked: the "cipher" below is the
