@@ -79,8 +79,8 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
             only = argv[++i];
-        else if (nsizes < 16 || !given) {
-            if (!given)
+        else {
+            if (!given)               /* sizes on the command line replace the defaults */
                 nsizes = 0, given = 1;
             if (nsizes < 16)
                 sizes[nsizes++] = strtoul(argv[i], NULL, 10);

@@ -74,7 +74,7 @@ static int by_name(const struct dirent **a, const struct dirent **b)
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-static int regular(const struct dirent *e)
+static int not_hidden(const struct dirent *e)
 {
     return e->d_name[0] != '.';
 }
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: io_floor [--mmap] [--part K/N] IN_DIR OUT_DIR\n");
         return 2;
     }
-    if ((buf = malloc(CHUNK)) == NULL || (count = scandir(argv[i], &list, regular, by_name)) < 0) {
+    if ((buf = malloc(CHUNK)) == NULL || (count = scandir(argv[i], &list, not_hidden, by_name)) < 0) {
         perror("io_floor");
         return 1;
     }
