@@ -115,6 +115,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "cannot fetch %s\n", name);
             return 1;
         }
+        if (n == 0 || only != NULL) {  /* the first line would otherwise run on a cold CPU (clock, caches) */
+            double warm[2];
+            measure(c, dec, sizes[0], rounds, warm);
+        }
         for (int s = 0; s < nsizes; s++) {
             double best[2], med = measure(c, dec, sizes[s], rounds, best);
             printf("%-12s %4s %6zu %10.2f %11.2f %9.3f %12.3f\n", name, dec ? "dec" : "enc", sizes[s], best[0],
