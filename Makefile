@@ -41,6 +41,9 @@ endif
 ifneq ($(wildcard tests/fake_gpu_plugin.c),)
   TARGETS += $(BUILD)/accelaes-fakegpu.so
 endif
+ifneq ($(wildcard tests/fake_engine.c),)
+  TARGETS += $(BUILD)/accelaes-test-engine.so
+endif
 ifneq ($(NVCC),)
 ifneq ($(wildcard accel/cuda/*.cu),)
   TARGETS += $(BUILD)/accelaes-cuda.so
@@ -83,6 +86,10 @@ $(BUILD)/accelaes-files: tools/accelaes-files.c $(wildcard tools/files_*.c tools
 
 $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+
+# A legacy ENGINE for the exit tests (tests/test_exit.py); the ENGINE API is deprecated in 3.0.
+$(BUILD)/accelaes-test-engine.so: tests/fake_engine.c
+	$(CC) $(CFLAGS) -fvisibility=default -Wno-deprecated-declarations -shared -o $@ $< -lcrypto
 
 # tests/c/*.h are the C tests' shared helpers (test_*_common.h), not test programs of their own.
 $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(BUILD)/libaccelaes.a $(TESTLIB_OBJ)
