@@ -1,5 +1,7 @@
 /* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
  * the operation query and the error-reason table. Read top to bottom. */
+#define _GNU_SOURCE   /* dladdr */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,16 +87,39 @@ static void live_remove_free(acc_prov_ctx *prov)
 
 static pthread_mutex_t priv_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Set (under priv_lock) when OPENSSL_cleanup has begun: no private context is made after that. */
+static int priv_closed;
+static int priv_atexit_done;
+
+static void priv_free_at_cleanup(void);
+
+/* OPENSSL_atexit keeps a pointer into this module, and the system libcrypto (linked -z nodelete)
+ * does not pin the module that registers one: without this, a provider unloaded before exit would
+ * leave OPENSSL_cleanup a dangling handler. */
+static void pin_module(void)
+{
+    Dl_info info;
+
+    if (dladdr((void *)&priv_free_at_cleanup, &info) != 0 && info.dli_fname != NULL
+        && info.dli_fname[0] != '\0')
+        (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
 {
     OSSL_LIB_CTX *lc;
 
     pthread_mutex_lock(&priv_lock);
     lc = prov->priv_libctx;
-    if (lc == NULL) {
+    if (lc == NULL && !priv_closed) {
+        if (!priv_atexit_done) {
+            /* If registering fails, teardown frees the context instead, as before. */
+            pin_module();
+            priv_atexit_done = OPENSSL_atexit(priv_free_at_cleanup);
+        }
         lc = OSSL_LIB_CTX_new();
         /* The handle OSSL_PROVIDER_load returns holds a reference of its own, which
-         * OSSL_LIB_CTX_free does not drop: it is kept to be unloaded at teardown. */
+         * OSSL_LIB_CTX_free does not drop: it is kept, and unloaded in priv_release. */
         if (lc != NULL && (prov->priv_default = OSSL_PROVIDER_load(lc, "default")) == NULL) {
             OSSL_LIB_CTX_free(lc);
             lc = NULL;
@@ -107,15 +132,61 @@ OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
     return lc;
 }
 
+/* Takes prov's private context and its default provider out of prov. priv_lock held. */
+static void priv_detach(acc_prov_ctx *prov, OSSL_PROVIDER **def, OSSL_LIB_CTX **lc)
+{
+    *def = prov->priv_default;
+    *lc = prov->priv_libctx;
+    prov->priv_default = NULL;
+    prov->priv_libctx = NULL;
+}
+
+static void priv_release(OSSL_PROVIDER *def, OSSL_LIB_CTX *lc)
+{
+    if (def != NULL)
+        OSSL_PROVIDER_unload(def);
+    OSSL_LIB_CTX_free(lc);
+}
+
+/* OPENSSL_cleanup frees the ENGINE lock (engine_cleanup_int) before it tears down the default
+ * library context, and with it this provider. ENGINE tables are process-wide, so an ENGINE set
+ * as default for AES-256-CTR also serves the private context's CTR-DRBG, whose cipher contexts
+ * then hold the ENGINE: freeing them from prov_teardown takes the freed lock (SIGSEGV at exit).
+ * OPENSSL_atexit handlers run first in OPENSSL_cleanup, with all of libcrypto alive: the private
+ * contexts are freed here, as OpenSSL frees its own default DRBG early
+ * (ossl_release_default_drbg_ctx). Lock order: priv_lock, then err_lock, as everywhere (errors
+ * may be raised under any other lock). */
+static void priv_free_at_cleanup(void)
+{
+    OSSL_PROVIDER *def;
+    OSSL_LIB_CTX *lc;
+
+    do {
+        lc = NULL;
+        def = NULL;
+        pthread_mutex_lock(&priv_lock);
+        priv_closed = 1;
+        pthread_mutex_lock(&err_lock);
+        for (acc_prov_ctx *prov = live_provs; prov != NULL && lc == NULL; prov = prov->next_live)
+            priv_detach(prov, &def, &lc);
+        pthread_mutex_unlock(&err_lock);
+        pthread_mutex_unlock(&priv_lock);
+        priv_release(def, lc);   /* outside the locks: it runs the default provider's teardown */
+    } while (lc != NULL);
+}
+
 static void prov_teardown(void *vprov)
 {
     acc_prov_ctx *prov = vprov;
+    OSSL_PROVIDER *def;
+    OSSL_LIB_CTX *lc;
 
     if (prov == NULL)
         return;
-    if (prov->priv_default != NULL)
-        OSSL_PROVIDER_unload(prov->priv_default);
-    OSSL_LIB_CTX_free(prov->priv_libctx);
+    pthread_mutex_lock(&priv_lock);
+    priv_detach(prov, &def, &lc);
+    pthread_mutex_unlock(&priv_lock);
+    priv_release(def, lc);
     live_remove_free(prov);
 }
 
