@@ -7,7 +7,8 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok
 for p in libssl-dev libipsec-mb-dev libnuma-dev openssl; do have_pkg $p || need_apt="$need_apt $p"; done
 if [ "$what" = test ]; then
   # clang + libclang-rt-dev: libFuzzer for fuzz/ (make fuzz, make fuzz-smoke)
-  for p in curl python3 valgrind clang libclang-rt-dev; do have_pkg $p || need_apt="$need_apt $p"; done
+  # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
+  for p in curl python3 valgrind clang libclang-rt-dev openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
 fi
 if [ -n "$need_apt" ]; then
   if [ "$(id -u)" = 0 ]; then
