@@ -28,17 +28,22 @@ typedef struct acc_aes_key {
  *  - cbc_*: iv is read and replaced by the IV to continue with (the last ciphertext block).
  *  - ctr:   ctr is the 128-bit big-endian counter block; it is advanced by nblocks with
  *           full 128-bit carry (as OpenSSL's ctr128_inc), wrapping at 2^128.
+ *  - The block functions return 1 on success and 0 on failure. Only the nested-EVP engine can
+ *    fail (an EVP call into the default provider failed); AES-NI always returns 1. On failure
+ *    out (all nblocks) is wiped, never left holding plaintext or stale bytes, and iv / ctr are
+ *    left unchanged: the caller must fail the whole request, and raise the error itself (an
+ *    engine has no error queue of its own, and may run on a pool thread).
  * Functions are thread-safe for distinct outputs sharing one const key. */
 typedef struct acc_engine {
     const char *name;
     /* enc_only: only the encryption schedule is needed (ECB/CBC encrypt, CTR).
      * Returns 1 on success, 0 on failure (bad key length, no memory). */
     int  (*set_key)(acc_aes_key *k, const uint8_t *key, size_t keylen, int enc_only);
-    void (*ecb_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks);
-    void (*ecb_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks);
-    void (*cbc_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
-    void (*cbc_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
-    void (*ctr)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t ctr[16]);
+    int  (*ecb_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks);
+    int  (*ecb_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks);
+    int  (*cbc_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
+    int  (*cbc_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
+    int  (*ctr)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t ctr[16]);
     /* Copy a schedule (dupctx). Returns 1/0. */
     int  (*copy_key)(acc_aes_key *dst, const acc_aes_key *src);
     /* Cleanse and release a schedule. */

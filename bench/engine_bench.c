@@ -39,14 +39,19 @@ static void run_engine(job *j, size_t reps)
 {
     const acc_engine *e = j->eng;
     size_t n = j->len / 16;
+    int ok = 1;
     for (size_t r = 0; r < reps; r++) {
         switch (j->mode) {
-        case ECB_ENC: e->ecb_enc(&j->ks, j->buf, j->buf, n); break;
-        case ECB_DEC: e->ecb_dec(&j->ks, j->buf, j->buf, n); break;
-        case CBC_ENC: e->cbc_enc(&j->ks, j->buf, j->buf, n, j->iv); break;
-        case CBC_DEC: e->cbc_dec(&j->ks, j->buf, j->buf, n, j->iv); break;
-        default:      e->ctr(&j->ks, j->buf, j->buf, n, j->iv); break;
+        case ECB_ENC: ok &= e->ecb_enc(&j->ks, j->buf, j->buf, n); break;
+        case ECB_DEC: ok &= e->ecb_dec(&j->ks, j->buf, j->buf, n); break;
+        case CBC_ENC: ok &= e->cbc_enc(&j->ks, j->buf, j->buf, n, j->iv); break;
+        case CBC_DEC: ok &= e->cbc_dec(&j->ks, j->buf, j->buf, n, j->iv); break;
+        default:      ok &= e->ctr(&j->ks, j->buf, j->buf, n, j->iv); break;
         }
+    }
+    if (!ok) {                  /* a time for work that failed means nothing */
+        fprintf(stderr, "engine_bench: the %s engine failed\n", e->name);
+        exit(1);
     }
 }
 

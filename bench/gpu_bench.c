@@ -93,14 +93,17 @@ static void eng_run(int op, int bits, const uint8_t *key, const uint8_t *iv, con
     memcpy(v, iv, 16);
     if (!e->set_key(&k, key, (size_t)bits / 8, op != ACC_GPU_ECB_DEC && op != ACC_GPU_CBC_DEC))
         exit(2);
+    int ok;
     switch (op) {
-    case ACC_GPU_ECB_ENC: e->ecb_enc(&k, in, out, len / 16); break;
-    case ACC_GPU_ECB_DEC: e->ecb_dec(&k, in, out, len / 16); break;
-    case ACC_GPU_CBC_ENC: e->cbc_enc(&k, in, out, len / 16, v); break;
-    case ACC_GPU_CBC_DEC: e->cbc_dec(&k, in, out, len / 16, v); break;
-    default: e->ctr(&k, in, out, len / 16, v); break;
+    case ACC_GPU_ECB_ENC: ok = e->ecb_enc(&k, in, out, len / 16); break;
+    case ACC_GPU_ECB_DEC: ok = e->ecb_dec(&k, in, out, len / 16); break;
+    case ACC_GPU_CBC_ENC: ok = e->cbc_enc(&k, in, out, len / 16, v); break;
+    case ACC_GPU_CBC_DEC: ok = e->cbc_dec(&k, in, out, len / 16, v); break;
+    default: ok = e->ctr(&k, in, out, len / 16, v); break;
     }
     e->free_key(&k);
+    if (!ok)
+        exit(2);
 }
 
 /* One op at one size: `streams` jobs of size/streams bytes each in one run call (1 for the

@@ -179,8 +179,8 @@ static void batch_flush(acc_batch *b, int closed_by_itself)
         /* A lone stream gains nothing from lanes: the inline engine is as fast or faster. */
         batch_req *r = b->q[0];
 
-        r->ctx->eng->cbc_enc(&r->ctx->ks, r->in, r->out, r->len / ACC_AES_BLOCK, r->ctx->iv);
-        r->done = 1;
+        r->done = r->ctx->eng->cbc_enc(&r->ctx->ks, r->in, r->out, r->len / ACC_AES_BLOCK,
+                                       r->ctx->iv) ? 1 : -1;
         acc_sched_count(ACC_PATH_INLINE, bytes, 1);
         if (closed_by_itself) {
             b->expect = 0;
@@ -225,9 +225,9 @@ static void batch_flush(acc_batch *b, int closed_by_itself)
 
         if (r->in != r->out) {
             memcpy(r->ctx->iv, iv0[i], 16);
-            r->ctx->eng->cbc_enc(&r->ctx->ks, r->in, r->out, r->len / ACC_AES_BLOCK, r->ctx->iv);
+            r->done = r->ctx->eng->cbc_enc(&r->ctx->ks, r->in, r->out, r->len / ACC_AES_BLOCK,
+                                           r->ctx->iv) ? 1 : -1;
             acc_sched_count(ACC_PATH_INLINE, r->len, 1);
-            r->done = 1;
         } else {
             r->done = -1;
         }

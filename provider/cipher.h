@@ -68,27 +68,30 @@ static inline void acc_ctx_free(void *p)
 }
 
 /* Whole blocks on the calling thread with the context's engine; iv is the CBC IV or the CTR
- * counter to use and advance. */
-static inline void acc_run_engine(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out,
-                                  size_t nblocks, uint8_t iv[16])
+ * counter to use and advance. Returns the engine's 1 or 0 (accel/engine.h) and raises nothing:
+ * it may run on a pool thread, whose error queue nobody reads; see acc_engine_fail. */
+static inline int acc_run_engine(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out,
+                                 size_t nblocks, uint8_t iv[16])
 {
     const acc_engine *e = c->eng;
 
     switch (c->mode) {
     case ACC_MODE_ECB:
-        (c->enc ? e->ecb_enc : e->ecb_dec)(&c->ks, in, out, nblocks);
-        break;
+        return (c->enc ? e->ecb_enc : e->ecb_dec)(&c->ks, in, out, nblocks);
     case ACC_MODE_CBC:
-        (c->enc ? e->cbc_enc : e->cbc_dec)(&c->ks, in, out, nblocks, iv);
-        break;
+        return (c->enc ? e->cbc_enc : e->cbc_dec)(&c->ks, in, out, nblocks, iv);
     default:
-        e->ctr(&c->ks, in, out, nblocks, iv);
-        break;
+        return e->ctr(&c->ks, in, out, nblocks, iv);
     }
 }
 
+/* Raise ACC_R_ENGINE_FAILURE for a block function of c's engine that failed on len bytes, on
+ * the thread whose EVP call fails (provider/policy.c). Returns 0, for `return acc_engine_fail()`. */
+int acc_engine_fail(const acc_cipher_ctx *c, size_t len);
+
 /* Run whole blocks through the offload policy (inline / split / batch / GPU), updating ctx->iv.
- * len is a multiple of 16. in == out is legal. Returns 1 on success, 0 on failure. */
+ * len is a multiple of 16. in == out is legal. Returns 1 on success, 0 on failure, when it has
+ * raised the error itself (callers must not raise a second one). */
 int acc_policy_blocks(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len);
 /* The size below which nothing but the inline path can pay, for these settings. */
 size_t acc_policy_inline_below(const acc_settings *s);

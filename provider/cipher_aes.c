@@ -335,18 +335,15 @@ static inline int run_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out,
 {
     /* Small requests: straight to the engine, counted in the context (see acct_bytes). */
     if (len < c->inline_below) {
-        acc_run_engine(c, in, out, len / ACC_AES_BLOCK, c->iv);
+        if (!acc_run_engine(c, in, out, len / ACC_AES_BLOCK, c->iv))
+            return acc_engine_fail(c, len);
         c->acct_bytes += len;
         c->acct_reqs++;
         if (c->acct_bytes >= ACC_ACCT_FLUSH)
             acct_publish(c);
         return 1;
     }
-    if (!acc_policy_blocks(c, in, out, len)) {
-        acc_raise(ACC_R_ENGINE_FAILURE, "processing %zu bytes failed", len);
-        return 0;
-    }
-    return 1;
+    return acc_policy_blocks(c, in, out, len);   /* raises its own error */
 }
 
 /* Everything but the common case: partial blocks, held-back blocks, TLS records. */
@@ -509,7 +506,8 @@ static int ctr_run(acc_cipher_ctx *c, uint8_t *out, const uint8_t *in, size_t le
     out += whole;
     len -= whole;
     if (len > 0) {
-        c->eng->ecb_enc(&c->ks, c->iv, c->buf, 1);
+        if (!c->eng->ecb_enc(&c->ks, c->iv, c->buf, 1))
+            return acc_engine_fail(c, ACC_AES_BLOCK);
         acc_ctr_add(c->iv, 1);
         for (size_t i = 0; i < len; i++)
             out[i] = in[i] ^ c->buf[i];

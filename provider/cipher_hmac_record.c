@@ -120,33 +120,33 @@ int acc_hmac_set_aad(acc_hmac_ctx *h, const uint8_t *p, size_t n)
 
 static int run_blocks(acc_hmac_ctx *h, const uint8_t *in, uint8_t *out, size_t len)
 {
-    if (len > 0 && !acc_policy_blocks(&h->aes, in, out, len)) {
-        acc_raise(ACC_R_ENGINE_FAILURE, "processing %zu bytes failed", len);
-        return 0;
-    }
-    return 1;
+    return len == 0 || acc_policy_blocks(&h->aes, in, out, len);   /* which raises its own error */
 }
 
 /* Hash the payload and CBC-encrypt it in small steps, so that the CPU overlaps the SHA rounds
  * with the latency-bound CBC chain (what the default provider's stitched assembly does). The
  * AES-NI engine is called directly: per step, the policy's checks would cost more than they
- * could win on a record-sized request, which is never split or sent to the GPU. Returns how
- * many bytes from the record's start are encrypted; *hashed: where hashing got to. */
-static size_t interleave(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, size_t *hashed)
+ * could win on a record-sized request, which is never split or sent to the GPU. *done: how
+ * many bytes from the record's start are encrypted; *hashed: where hashing got to. Returns the
+ * engine's 1 or 0 (AES-NI cannot fail, but a record must not go out half-encrypted if one did). */
+static int interleave(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, size_t *hashed,
+                      size_t *done)
 {
     const acc_engine *e = h->aes.eng;
     const size_t whole = plen & ~(size_t)(BLK - 1);
-    size_t done = 0;
+    size_t d = 0;
 
     *hashed = iv;
-    for (; whole - done >= STEP; done += STEP) {
-        if (done + STEP > *hashed) {          /* plaintext is hashed before it is overwritten */
-            h->sha->update(&h->md, out + *hashed, done + STEP - *hashed);
-            *hashed = done + STEP;
+    for (; whole - d >= STEP; d += STEP) {
+        if (d + STEP > *hashed) {             /* plaintext is hashed before it is overwritten */
+            h->sha->update(&h->md, out + *hashed, d + STEP - *hashed);
+            *hashed = d + STEP;
         }
-        e->cbc_enc(&h->aes.ks, out + done, out + done, STEP / BLK, h->aes.iv);
+        if (!e->cbc_enc(&h->aes.ks, out + d, out + d, STEP / BLK, h->aes.iv))
+            return 0;
     }
-    return done;
+    *done = d;
+    return 1;
 }
 
 /* plen: the record's payload length, explicit IV included, from the AAD. */
@@ -170,8 +170,10 @@ static int encrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size
      * jobs' records in multi-buffer lanes; elsewhere, on AES-NI, hashing and AES run fused
      * (SHA-NI) or interleaved in small steps, and the rest of the record goes to the policy. */
     if (h->aes.eng == acc_engine_aesni() && ASYNC_get_current_job() == NULL) {
-        done = acc_hmac_stitch_usable(h) ? acc_hmac_stitch(h, out, iv, plen, &hashed)
-                                         : interleave(h, out, iv, plen, &hashed);
+        if (acc_hmac_stitch_usable(h))
+            done = acc_hmac_stitch(h, out, iv, plen, &hashed);
+        else if (!interleave(h, out, iv, plen, &hashed, &done))
+            return acc_engine_fail(&h->aes, plen);
         acc_sched_count(ACC_PATH_INLINE, done, 0);
     }
     sha->update(&h->md, out + hashed, plen - hashed);

@@ -246,7 +246,8 @@ static size_t calibrate(void)
             if (run_on_unit(unit, &job, 1) != 0 || job.done != sizes[i])
                 goto done;
             double t1 = now_s();
-            eng->ctr(ks, buf, buf, sizes[i] / 16, ctr);
+            if (!eng->ctr(ks, buf, buf, sizes[i] / 16, ctr))
+                goto done;          /* no CPU figure to compare with: the GPU is not chosen */
             double t2 = now_s();
             if (rep >= warm) {
                 gpu = t1 - t0 < gpu ? t1 - t0 : gpu;

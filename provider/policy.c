@@ -29,6 +29,29 @@ size_t acc_policy_inline_below(const acc_settings *s)
 #define SPLIT_PIECE_MIN (32u * 1024u)
 #define SPLIT_MAX_PIECES 64
 
+/* What the error says failed: the engine and the mode, as a reader of the error queue knows them. */
+static const char *mode_name(const acc_cipher_ctx *c)
+{
+    switch (c->mode) {
+    case ACC_MODE_ECB:
+        return c->enc ? "ECB encryption" : "ECB decryption";
+    case ACC_MODE_CBC:
+        return c->enc ? "CBC encryption" : "CBC decryption";
+    default:
+        return "CTR";
+    }
+}
+
+/* Out of line and cold: only a failing nested-EVP engine gets here. */
+__attribute__((cold)) int acc_engine_fail(const acc_cipher_ctx *c, size_t len)
+{
+    const char *name = c->eng->name;
+
+    acc_raise(ACC_R_ENGINE_FAILURE, "the %s engine failed in %s on %zu bytes",
+              strcmp(name, "evp") == 0 ? "nested EVP" : name, mode_name(c), len);
+    return 0;
+}
+
 static int op_of(const acc_cipher_ctx *c)
 {
     switch (c->mode) {
@@ -48,6 +71,7 @@ typedef struct {
     const uint8_t *in;
     uint8_t *out;
     size_t nblocks, piece_blocks;
+    int failed;                          /* a piece's engine call failed (on whichever thread) */
     uint8_t ivs[SPLIT_MAX_PIECES][16];   /* each piece's starting IV / counter */
 } split_job;
 
@@ -59,7 +83,9 @@ static void split_piece(void *arg, size_t i)
     uint8_t iv[16];
 
     memcpy(iv, j->ivs[i], 16);
-    acc_run_engine(j->c, j->in + first * 16, j->out + first * 16, nb, iv);
+    /* A pool thread cannot raise the caller's error: the caller does, after the run. */
+    if (!acc_run_engine(j->c, j->in + first * 16, j->out + first * 16, nb, iv))
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
 static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out, size_t len)
@@ -77,6 +103,7 @@ static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out,
     j.in = in;
     j.out = out;
     j.nblocks = len / 16;
+    j.failed = 0;
     j.piece_blocks = (j.nblocks + npieces - 1) / npieces;
     npieces = (j.nblocks + j.piece_blocks - 1) / j.piece_blocks;
     /* Every piece's IV is read before anything is written: in == out is legal, and a
@@ -95,6 +122,8 @@ static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out,
     else if (op == ACC_GPU_CBC_DEC)
         memcpy(c->iv, in + len - 16, 16);
     took = acc_pool_run_bytes(split_piece, &j, npieces, (int)helpers, (uint64_t)j.piece_blocks * 16);
+    if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))   /* the pool's join orders the store */
+        return acc_engine_fail(c, len);
     acc_sched_count(took > 0 ? ACC_PATH_SPLIT : ACC_PATH_INLINE, len, 1);
     return 1;
 }
@@ -157,7 +186,8 @@ int acc_policy_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t
             return split_run(c, op, in, out, len);
     }
 inline_path:
-    acc_run_engine(c, in, out, len / 16, c->iv);
+    if (!acc_run_engine(c, in, out, len / 16, c->iv))
+        return acc_engine_fail(c, len);
     acc_sched_count(ACC_PATH_INLINE, len, 1);
     return 1;
 }

@@ -249,10 +249,8 @@ int acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t
         acc_raise(ACC_R_TLS_RECORD, "TLS record of %zu bytes is too short", inl);
         return 0;
     }
-    if (!acc_policy_blocks(ctx, in, out, inl)) {
-        acc_raise(ACC_R_ENGINE_FAILURE, "TLS record of %zu bytes", inl);
-        return 0;
-    }
+    if (!acc_policy_blocks(ctx, in, out, inl))
+        return 0;                           /* the policy raised the error */
     ctx->updated = 1;
     if (ctx->enc) {
         *outl = inl;

@@ -78,17 +78,22 @@ static int do_job(const acc_engine *e, acc_gpu_job *j, size_t len)
     const uint8_t *in = j->in + j->done;
     uint8_t *out = j->out + j->done;
     size_t nb = len / 16;
+    int ok = 1;
     switch (j->op) {
-    case ACC_GPU_ECB_ENC: e->ecb_enc(k, in, out, nb); break;
-    case ACC_GPU_ECB_DEC: e->ecb_dec(k, in, out, nb); break;
-    case ACC_GPU_CBC_ENC: e->cbc_enc(k, in, out, nb, j->iv); break;
-    case ACC_GPU_CBC_DEC: e->cbc_dec(k, in, out, nb, j->iv); break;
-    case ACC_GPU_CTR:     e->ctr(k, in, out, nb, j->iv); break;
+    case ACC_GPU_ECB_ENC: ok = e->ecb_enc(k, in, out, nb); break;
+    case ACC_GPU_ECB_DEC: ok = e->ecb_dec(k, in, out, nb); break;
+    case ACC_GPU_CBC_ENC: ok = e->cbc_enc(k, in, out, nb, j->iv); break;
+    case ACC_GPU_CBC_DEC: ok = e->cbc_dec(k, in, out, nb, j->iv); break;
+    case ACC_GPU_CTR:     ok = e->ctr(k, in, out, nb, j->iv); break;
     default: break;
     }
-    j->done += len;
     e->free_key(k);
     OPENSSL_free(k);
+    if (!ok) {
+        snprintf(t_err, sizeof(t_err), "fake GPU: the %s engine failed", e->name);
+        return -1;
+    }
+    j->done += len;
     return 0;
 }
 

@@ -201,14 +201,15 @@ static int evp_update(EVP_CIPHER_CTX *c, const uint8_t *in, uint8_t *out, size_t
 
 /* n blocks through context `which` of a free slot. iv (NULL for ECB) is the IV or counter to
  * start from and becomes the one to continue with; the context is re-initialised only when it
- * does not already stand there. On failure the output is wiped rather than left holding
- * plaintext (in place) or stale data: the engine interface has no error return. */
-static void evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8_t *out,
-                       size_t n, uint8_t iv[16])
+ * does not already stand there. On failure (accel/engine.h) the output is wiped rather than
+ * left holding plaintext (in place) or stale data, iv is left as it was, and the context is
+ * marked as standing nowhere, so that the next call re-initialises it. */
+static int evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8_t *out,
+                      size_t n, uint8_t iv[16])
 {
     uint8_t next[16];
     if (n == 0)
-        return;
+        return 1;
     if (which == C_CBC_DEC)                 /* before in == out overwrites it */
         memcpy(next, in + 16 * (n - 1), 16);
 
@@ -218,9 +219,10 @@ static void evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8
     if (ok && iv != NULL && !(s->have_iv[which] && memcmp(s->next_iv[which], iv, 16) == 0))
         ok = EVP_CipherInit_ex2(c, NULL, NULL, iv, -1, NULL);
     ok = ok && evp_update(c, in, out, 16 * n);
-    if (!ok)
+    if (!ok) {
         OPENSSL_cleanse(out, 16 * n);
-    if (iv != NULL) {
+        s->have_iv[which] = 0;
+    } else if (iv != NULL) {
         if (which == C_CBC_ENC) {
             memcpy(next, out + 16 * (n - 1), 16);
         } else if (which == C_CTR) {
@@ -229,38 +231,39 @@ static void evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8
         }
         memcpy(iv, next, 16);
         memcpy(s->next_iv[which], next, 16);
-        s->have_iv[which] = ok;
+        s->have_iv[which] = 1;
     }
     slot_give(s);
+    return ok;
 }
 
-static void evp_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+static int evp_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    evp_blocks(k, C_ECB_ENC, in, out, n, NULL);
+    return evp_blocks(k, C_ECB_ENC, in, out, n, NULL);
 }
 
-static void evp_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+static int evp_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    evp_blocks(k, C_ECB_DEC, in, out, n, NULL);
+    return evp_blocks(k, C_ECB_DEC, in, out, n, NULL);
 }
 
-static void evp_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
-                        uint8_t iv[16])
+static int evp_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                       uint8_t iv[16])
 {
-    evp_blocks(k, C_CBC_ENC, in, out, n, iv);
+    return evp_blocks(k, C_CBC_ENC, in, out, n, iv);
 }
 
-static void evp_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
-                        uint8_t iv[16])
+static int evp_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                       uint8_t iv[16])
 {
-    evp_blocks(k, C_CBC_DEC, in, out, n, iv);
+    return evp_blocks(k, C_CBC_DEC, in, out, n, iv);
 }
 
 /* OpenSSL's CTR carries all 128 bits too (ctr128_inc, or ctr32 plus ctr96_inc). */
-static void evp_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
-                    uint8_t ctr[16])
+static int evp_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                   uint8_t ctr[16])
 {
-    evp_blocks(k, C_CTR, in, out, n, ctr);
+    return evp_blocks(k, C_CTR, in, out, n, ctr);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -99,8 +99,8 @@ static int blocked_fn(void *arg)
     r = acc_batch_submit(&s->ctx, s->in, s->out, s->total);
     ASYNC_unblock_pause();
     if (r == 0)
-        eng->cbc_enc(&s->ctx.ks, s->in, s->out, s->total / 16, s->ctx.iv);
-    return r >= 0;
+        return eng->cbc_enc(&s->ctx.ks, s->in, s->out, s->total / 16, s->ctx.iv);
+    return r > 0;
 }
 
 static void test_blocked_pause(void)

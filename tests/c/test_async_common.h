@@ -143,7 +143,8 @@ static int job_fn(void *arg)
             s->batched++;
         } else if (r == 0) {
             s->inline_runs++;
-            eng->cbc_enc(&s->ctx.ks, s->in + off, s->out + off, s->lens[i] / 16, s->ctx.iv);
+            if (!eng->cbc_enc(&s->ctx.ks, s->in + off, s->out + off, s->lens[i] / 16, s->ctx.iv))
+                s->errors++;
         } else {
             s->errors++;
         }

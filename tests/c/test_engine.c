@@ -68,17 +68,25 @@ static void ctr_inc(uint8_t c[16])
         ;
 }
 
+/* Engine calls that reported failure: none may (tests/c/test_engine_fail.c makes them fail).
+ * Counted here, from any thread, and checked once per engine, not per call. */
+static int eng_failures;
+
 /* Run one engine call on a fresh key. */
 static void eng_run(const acc_engine *e, const acc_aes_key *k, int mode, const uint8_t *in,
                     uint8_t *out, size_t n, uint8_t iv[16])
 {
+    int ok;
+
     switch (mode) {
-    case ECB_ENC: e->ecb_enc(k, in, out, n); break;
-    case ECB_DEC: e->ecb_dec(k, in, out, n); break;
-    case CBC_ENC: e->cbc_enc(k, in, out, n, iv); break;
-    case CBC_DEC: e->cbc_dec(k, in, out, n, iv); break;
-    default:      e->ctr(k, in, out, n, iv); break;
+    case ECB_ENC: ok = e->ecb_enc(k, in, out, n); break;
+    case ECB_DEC: ok = e->ecb_dec(k, in, out, n); break;
+    case CBC_ENC: ok = e->cbc_enc(k, in, out, n, iv); break;
+    case CBC_DEC: ok = e->cbc_dec(k, in, out, n, iv); break;
+    default:      ok = e->ctr(k, in, out, n, iv); break;
     }
+    if (ok != 1)
+        __atomic_add_fetch(&eng_failures, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the reference: OpenSSL's default provider ---- */
@@ -263,7 +271,7 @@ static void ctr_edge(const acc_engine *e, int keybits, const uint8_t iv0[16], si
     for (size_t i = 0; i < 16 * n; i++)
         want[i] = pt[i] ^ ks[i];
     memcpy(iv, iv0, 16);
-    e->ctr(&k, pt, got, n, iv);
+    check(e->ctr(&k, pt, got, n, iv) == 1, e, "ctr-%d across a carry returns 1", keybits);
     check(memcmp(got, want, 16 * n) == 0 && memcmp(iv, c, 16) == 0, e,
           "ctr-%d across a carry: iv %02x..%02x%02x n=%zu", keybits, iv0[0], iv0[14], iv0[15], n);
     e->free_key(&k);
@@ -377,7 +385,7 @@ static void test_api(const acc_engine *e)
     e->free_key(&copy);
     key[0] ^= 1;
     check(e->set_key(&copy, key, 32, 1), e, "re-key");
-    e->ecb_enc(&copy, pt, out, 37);
+    check(e->ecb_enc(&copy, pt, out, 37) == 1, e, "ecb-enc after re-key returns 1");
     check(reference(ECB_ENC, key, 256, NULL, pt, ref, 37) && memcmp(out, ref, sizeof(out)) == 0, e,
           "ecb-enc after re-key");
     e->free_key(&copy);
@@ -473,12 +481,15 @@ static void test_threads(const acc_engine *e)
 static void test_engine(const acc_engine *e)
 {
     int before = failed;
+    __atomic_store_n(&eng_failures, 0, __ATOMIC_RELAXED);
     test_kat(e);
     test_random(e);
     test_ctr_edges(e);
     test_chain(e);
     test_api(e);
     test_threads(e);
+    check(__atomic_load_n(&eng_failures, __ATOMIC_RELAXED) == 0, e, "%d engine calls returned failure",
+          eng_failures);
     printf("engine %s: %s\n", e->name, failed == before ? "ok" : "FAILED");
 }
 

@@ -77,10 +77,8 @@ void ct_raise(int reason, const char *fmt, ...)
  * engine, as the policy would run it inline. */
 int ct_policy_blocks(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len)
 {
-    if (ctx->enc) {
-        ctx->eng->cbc_enc(&ctx->ks, in, out, len / 16, ctx->iv);
-        return 1;
-    }
+    if (ctx->enc)
+        return ctx->eng->cbc_enc(&ctx->ks, in, out, len / 16, ctx->iv);
     if (in != out)
         memmove(out, in, len);
     VALGRIND_MAKE_MEM_UNDEFINED(out, len);   /* decrypted bytes are secret */
