@@ -1,0 +1,509 @@
+/* tests/c/test_engine_fail.c: a failure inside the nested-EVP engine (accel/cpu/evp_engine.c, the
+ * engine of CPUs without AES-NI) reaches the application as a failed EVP call with accelaes's
+ * ACC_R_ENGINE_FAILURE, raised once, and never as success with wrong bytes.
+ *
+ * The fault: this binary defines EVP_CipherUpdate and EVP_CipherInit_ex2 itself, so the static copy
+ * of the provider linked in here calls these (the application calls below use EVP_Encrypt*,
+ * EVP_Decrypt* and EVP_Cipher, which do not go through them). Disarmed they pass straight to
+ * libcrypto's; armed, an eligible call fails the way a real EVP call fails: run by libcrypto on a
+ * blank context (no cipher set), or after writing garbage into the output, or succeeding but
+ * reporting short output; or the IV re-initialisation fails. No hook is added to the module itself.
+ *  - engine: each block function returns 0, wipes its output, leaves the IV / counter as it was,
+ *    and the same key is right again on the next call;
+ *  - provider (ACCELAES_FORCE_EVP_ENGINE=1, set here before it loads): update, final, EVP_Cipher,
+ *    CTR's partial block, TLS records (tls.c, a stitched cipher), inline and split over the worker
+ *    pool, including a failure on a pool thread alone. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <openssl/provider.h>
+#include "accel/engine.h"
+#include "provider/prov.h"
+#include "scheduler/sched.h"
+
+extern OSSL_provider_init_fn OSSL_provider_init;
+
+static int passed, failed;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (ok) {
+        passed++;
+        return;
+    }
+    if (++failed <= 40) {
+        va_start(ap, fmt);
+        fputs("FAIL ", stdout);
+        vprintf(fmt, ap);
+        putchar('\n');
+        va_end(ap);
+    }
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = (uint8_t)(seed >> 16);
+    }
+}
+
+/* ======================== The fault ======================== */
+
+enum { F_OFF, F_BLANK, F_GARBAGE, F_SHORT, F_INIT, F_KINDS };
+static const char *const kind_name[F_KINDS] = { "off", "update on a blank context",
+                                                 "garbage out, update fails", "short output",
+                                                 "IV re-initialisation fails" };
+
+/* Read from pool threads too, hence atomics. */
+static int fault;            /* F_*: what an eligible call does */
+static int pool_only;        /* only calls on threads other than main's are eligible */
+static int skip;             /* eligible calls that pass before every further one fails */
+static int fired;            /* calls failed since arming */
+static pthread_t main_thread;
+
+typedef int update_fn(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int);
+typedef int init_fn(EVP_CIPHER_CTX *, const EVP_CIPHER *, const unsigned char *,
+                    const unsigned char *, int, const OSSL_PARAM[]);
+static update_fn *real_update;
+static init_fn *real_init;
+
+static void arm(int kind, int on_pool_only, int n_skip)
+{
+    __atomic_store_n(&fired, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool_only, on_pool_only, __ATOMIC_RELAXED);
+    __atomic_store_n(&skip, n_skip, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault, kind, __ATOMIC_RELEASE);
+}
+
+/* Returns how many calls failed while armed. */
+static int disarm(void)
+{
+    __atomic_store_n(&fault, F_OFF, __ATOMIC_RELEASE);
+    return __atomic_load_n(&fired, __ATOMIC_RELAXED);
+}
+
+/* A pool-only fault slows the caller's own pieces down: otherwise the caller may run every piece
+ * before a sleeping helper has woken up (tens of microseconds), and no pool thread takes part. */
+static int eligible(void)
+{
+    if (__atomic_load_n(&pool_only, __ATOMIC_RELAXED) && pthread_equal(pthread_self(), main_thread)) {
+        usleep(2000);
+        return 0;
+    }
+    if (__atomic_sub_fetch(&skip, 1, __ATOMIC_RELAXED) >= 0)
+        return 0;
+    __atomic_add_fetch(&fired, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+static int blank_update(unsigned char *out, int *outl, const unsigned char *in, int inl)
+{
+    EVP_CIPHER_CTX *blank = EVP_CIPHER_CTX_new();
+    int r = blank != NULL && real_update(blank, out, outl, in, inl);
+
+    EVP_CIPHER_CTX_free(blank);
+    return r;
+}
+
+int EVP_CipherUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl)
+{
+    int k = __atomic_load_n(&fault, __ATOMIC_ACQUIRE), r;
+
+    if ((k != F_BLANK && k != F_GARBAGE && k != F_SHORT) || !eligible())
+        return real_update(ctx, out, outl, in, inl);
+    if (k == F_BLANK)
+        return blank_update(out, outl, in, inl);
+    if (k == F_GARBAGE) {
+        memset(out, 0xee, (size_t)inl);
+        *outl = inl;
+        return 0;
+    }
+    r = real_update(ctx, out, outl, in, inl);
+    *outl -= 16;
+    return r;
+}
+
+int EVP_CipherInit_ex2(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, const unsigned char *key,
+                       const unsigned char *iv, int enc, const OSSL_PARAM params[])
+{
+    if (__atomic_load_n(&fault, __ATOMIC_ACQUIRE) == F_INIT && eligible()) {
+        EVP_CIPHER_CTX *blank = EVP_CIPHER_CTX_new();
+        int r = blank != NULL && real_init(blank, NULL, NULL, iv, enc, NULL);
+
+        EVP_CIPHER_CTX_free(blank);
+        return r;
+    }
+    return real_init(ctx, cipher, key, iv, enc, params);
+}
+
+/* ======================== References ======================== */
+
+enum { ECB_ENC, ECB_DEC, CBC_ENC, CBC_DEC, CTR, NMODES };
+static const char *const mode_name[NMODES] = { "ecb-enc", "ecb-dec", "cbc-enc", "cbc-dec", "ctr" };
+static const char *const evp_name[NMODES] = { "AES-128-ECB", "AES-128-ECB", "AES-128-CBC",
+                                              "AES-128-CBC", "AES-128-CTR" };
+
+static int is_enc(int mode)
+{
+    return mode != ECB_DEC && mode != CBC_DEC;
+}
+
+/* OpenSSL's default provider, unpadded (the interposed functions are not on this path). */
+static int reference(int mode, const uint8_t *key, const uint8_t *iv, const uint8_t *in,
+                     uint8_t *out, size_t len)
+{
+    EVP_CIPHER *c = EVP_CIPHER_fetch(NULL, evp_name[mode], "provider=default");
+    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
+    int enc = is_enc(mode), ol = 0, fl = 0, ok;
+
+    ok = c != NULL && x != NULL
+         && (enc ? EVP_EncryptInit_ex2(x, c, key, iv, NULL) : EVP_DecryptInit_ex2(x, c, key, iv, NULL))
+         && EVP_CIPHER_CTX_set_padding(x, 0)
+         && (enc ? EVP_EncryptUpdate(x, out, &ol, in, (int)len) : EVP_DecryptUpdate(x, out, &ol, in, (int)len))
+         && (enc ? EVP_EncryptFinal_ex(x, out + ol, &fl) : EVP_DecryptFinal_ex(x, out + ol, &fl))
+         && (size_t)(ol + fl) == len;
+    EVP_CIPHER_CTX_free(x);
+    EVP_CIPHER_free(c);
+    return ok;
+}
+
+/* ======================== The engine, called directly ======================== */
+
+static int eng_call(const acc_engine *e, const acc_aes_key *k, int mode, const uint8_t *in,
+                    uint8_t *out, size_t n, uint8_t iv[16])
+{
+    switch (mode) {
+    case ECB_ENC: return e->ecb_enc(k, in, out, n);
+    case ECB_DEC: return e->ecb_dec(k, in, out, n);
+    case CBC_ENC: return e->cbc_enc(k, in, out, n, iv);
+    case CBC_DEC: return e->cbc_dec(k, in, out, n, iv);
+    default:      return e->ctr(k, in, out, n, iv);
+    }
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    uint8_t acc = 0;
+
+    for (size_t i = 0; i < n; i++)
+        acc |= p[i];
+    return acc == 0;
+}
+
+/* One block function, one kind of fault. The key has run a call before (from another IV), so its
+ * context stands somewhere: the failing call continues from there (or, for the IV
+ * re-initialisation fault, starts from a new IV), and the retry must not trust where the failed
+ * call left the context. */
+static void engine_case(const acc_engine *e, int mode, int kind, int inplace)
+{
+    enum { N = 40 };
+    uint8_t key[16], iv0[16], iv[16], pt[16 * N], buf[16 * N], want[16 * N];
+    const uint8_t *in = inplace ? buf : pt;
+    const char *m = mode_name[mode], *kn = kind_name[kind], *ip = inplace ? "in place" : "out of place";
+    acc_aes_key k;
+    int r, n;
+
+    fill(key, sizeof(key), 1u + (unsigned)mode);
+    fill(iv, sizeof(iv), 2u + (unsigned)kind);
+    fill(pt, sizeof(pt), 3u);
+    memset(&k, 0, sizeof(k));
+    if (!e->set_key(&k, key, sizeof(key), 0) || eng_call(e, &k, mode, pt, buf, N, iv) != 1) {
+        check(0, "engine %s: set-up", m);
+        return;
+    }
+    if (kind == F_INIT)
+        fill(iv, sizeof(iv), 4u);
+    memcpy(iv0, iv, 16);
+    if (!reference(mode, key, iv0, pt, want, sizeof(pt))) {
+        check(0, "engine %s: reference", m);
+        return;
+    }
+    if (inplace)
+        memcpy(buf, pt, sizeof(buf));
+    else
+        memset(buf, 0xa5, sizeof(buf));
+    arm(kind, 0, 0);
+    r = eng_call(e, &k, mode, in, buf, N, iv);
+    n = disarm();
+    ERR_clear_error();                      /* the nested call's own errors */
+    check(n > 0, "engine %s, %s, %s: the fault fired", m, kn, ip);
+    check(r == 0, "engine %s, %s, %s: returns 0 (got %d)", m, kn, ip, r);
+    check(all_zero(buf, sizeof(buf)), "engine %s, %s, %s: the output is wiped", m, kn, ip);
+    check(memcmp(iv, iv0, 16) == 0, "engine %s, %s, %s: the IV / counter is unchanged", m, kn, ip);
+
+    /* Disarmed, the same call again: right. */
+    if (inplace)
+        memcpy(buf, pt, sizeof(buf));
+    r = eng_call(e, &k, mode, in, buf, N, iv);
+    check(r == 1 && memcmp(buf, want, sizeof(want)) == 0, "engine %s, %s, %s: the next call is right",
+          m, kn, ip);
+    e->free_key(&k);
+}
+
+static void engine_tests(void)
+{
+    const acc_engine *e = acc_engine_evp();
+
+    for (int mode = 0; mode < NMODES; mode++)
+        for (int kind = F_BLANK; kind < F_KINDS; kind++)
+            for (int inplace = 0; inplace < 2; inplace++)
+                if (kind != F_INIT || (mode != ECB_ENC && mode != ECB_DEC))   /* ECB has no IV */
+                    engine_case(e, mode, kind, inplace);
+}
+
+/* ======================== Through the provider ======================== */
+
+static OSSL_PROVIDER *prov_acc, *prov_def;
+static EVP_CIPHER *acc_ciph[NMODES];
+static int acc_lib = -1;                 /* the library number accelaes's errors carry */
+
+/* Every error now queued is taken: exactly one is accelaes's, the last one, ACC_R_ENGINE_FAILURE,
+ * and its text says what failed. (The nested EVP call's own errors may come first, when the piece
+ * failed on this thread.) */
+static void check_error(const char *what)
+{
+    unsigned long e, last = 0;
+    const char *data;
+    char text[256] = "";
+    int flags, ours = 0;
+
+    while ((e = ERR_get_error_all(NULL, NULL, NULL, &data, &flags)) != 0) {
+        ours += ERR_GET_LIB(e) == acc_lib;
+        last = e;
+        snprintf(text, sizeof(text), "%s", data != NULL && (flags & ERR_TXT_STRING) ? data : "");
+    }
+    check(ours == 1, "%s: one accelaes error queued (%d)", what, ours);
+    check(ERR_GET_LIB(last) == acc_lib && ERR_GET_REASON(last) == ACC_R_ENGINE_FAILURE,
+          "%s: the last error is accelaes's engine failure (lib %d reason %d)", what,
+          ERR_GET_LIB(last), ERR_GET_REASON(last));
+    check(strstr(text, "the nested EVP engine failed in ") != NULL, "%s: the reason says what failed: '%s'",
+          what, text);
+}
+
+/* A call whose fault fired: r, what it returned (EVP_Cipher: the length or -1), says failure,
+ * with the error. */
+static void expect_failure(const char *what, int r, int n)
+{
+    check(n > 0, "%s: the fault fired", what);
+    check(r <= 0, "%s: the call fails (returned %d)", what, r);
+    check_error(what);
+}
+
+static EVP_CIPHER_CTX *acc_ctx(int mode, const uint8_t *key, const uint8_t *iv, int pad)
+{
+    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
+
+    if (x == NULL || !EVP_CipherInit_ex(x, acc_ciph[mode], NULL, key, mode < CBC_ENC ? NULL : iv, is_enc(mode))
+        || !EVP_CIPHER_CTX_set_padding(x, pad)) {
+        EVP_CIPHER_CTX_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* Update (api 0) or EVP_Cipher (api 1) on len bytes, the fault armed. A fault that fired must fail
+ * the call; one that did not (no pool thread took part) must leave it right. A pool-only fault is
+ * tried a few times, as the pool may not take part in a given call. */
+static void update_case(int mode, size_t len, int api, int on_pool_only, int n_skip)
+{
+    static uint8_t in[1 << 18], out[(1 << 18) + 16], want[1 << 18];
+    const size_t whole = len & ~(size_t)15;
+    uint8_t key[16], iv[16];
+    char what[160];
+    int fired_once = 0;
+
+    snprintf(what, sizeof(what), "%s %s of %zu bytes, fault %s%s", mode_name[mode],
+             api ? "EVP_Cipher" : "update", len, on_pool_only ? "on a pool thread" : "on any thread",
+             n_skip ? " after passes" : "");
+    fill(key, 16, 7u), fill(iv, 16, 8u), fill(in, len, 9u);
+    if (!reference(mode, key, iv, in, want, whole)) {
+        check(0, "%s: reference", what);
+        return;
+    }
+    for (int t = 0; t < (on_pool_only ? 50 : 1) && !fired_once; t++) {
+        EVP_CIPHER_CTX *x = acc_ctx(mode, key, iv, 0);
+        int ol = 0, r, n;
+
+        if (x == NULL) {
+            check(0, "%s: context", what);
+            return;
+        }
+        arm(F_BLANK, on_pool_only, n_skip);
+        if (api)
+            r = EVP_Cipher(x, out, in, (unsigned int)len);
+        else if (is_enc(mode))
+            r = EVP_EncryptUpdate(x, out, &ol, in, (int)len);
+        else
+            r = EVP_DecryptUpdate(x, out, &ol, in, (int)len);
+        n = disarm();
+        if (n > 0)
+            expect_failure(what, r, n);
+        else
+            check(r > 0 && memcmp(out, want, whole) == 0, "%s: no fault fired, and it is right", what);
+        fired_once = n > 0;
+        ERR_clear_error();
+        EVP_CIPHER_CTX_free(x);
+    }
+    if (!fired_once && on_pool_only && acc_sched_cpu_units() < 2)
+        printf("skip: %s: one CPU unit, nothing is split\n", what);
+    else
+        check(fired_once, "%s: the fault fired", what);
+}
+
+/* Final with padding: encrypting (5 bytes held back), decrypting (the last block held back). */
+static void final_case(int mode)
+{
+    uint8_t key[16], iv[16], pt[20], ct[48], out[64];
+    EVP_CIPHER_CTX *x;
+    char what[64];
+    int ol = 0, r, n;
+
+    snprintf(what, sizeof(what), "%s final", mode_name[mode]);
+    fill(key, 16, 11u), fill(iv, 16, 12u), fill(pt, sizeof(pt), 13u);
+    if (is_enc(mode)) {
+        x = acc_ctx(mode, key, iv, 1);
+        r = x != NULL && EVP_EncryptUpdate(x, out, &ol, pt, 5);
+    } else {                                /* 32 bytes of padded ciphertext from accelaes itself */
+        EVP_CIPHER_CTX *e = acc_ctx(mode - 1, key, iv, 1);
+        int cl = 0, fl = 0;
+        r = e != NULL && EVP_EncryptUpdate(e, ct, &cl, pt, 20) && EVP_EncryptFinal_ex(e, ct + cl, &fl);
+        EVP_CIPHER_CTX_free(e);
+        x = acc_ctx(mode, key, iv, 1);
+        r = r && x != NULL && EVP_DecryptUpdate(x, out, &ol, ct, cl + fl) && ol == 16;
+    }
+    check(r, "%s: set-up", what);
+    if (!r) {
+        EVP_CIPHER_CTX_free(x);
+        return;
+    }
+    arm(F_BLANK, 0, 0);
+    r = is_enc(mode) ? EVP_EncryptFinal_ex(x, out + ol, &ol) : EVP_DecryptFinal_ex(x, out + ol, &ol);
+    n = disarm();
+    expect_failure(what, r, n);
+    EVP_CIPHER_CTX_free(x);
+}
+
+/* A TLS 1.2 record, encrypted in place: through tls.c (AES-128-CBC with the TLS version set), or
+ * through the stitched AES-128-CBC-HMAC-SHA1 (cipher_hmac_record.c). */
+static void tls_case(int stitched)
+{
+    uint8_t key[16], iv[16], mk[20], rec[16 + 100 + 20 + 16] = { 0 }, aad[13] = { 0 };
+    unsigned int ver = 0x0303;
+    size_t mac = 0, len = 16 + 100;
+    OSSL_PARAM prm[3] = { OSSL_PARAM_construct_uint(OSSL_CIPHER_PARAM_TLS_VERSION, &ver),
+                          OSSL_PARAM_construct_size_t(OSSL_CIPHER_PARAM_TLS_MAC_SIZE, &mac), OSSL_PARAM_END };
+    EVP_CIPHER *c = EVP_CIPHER_fetch(NULL, stitched ? "AES-128-CBC-HMAC-SHA1" : "AES-128-CBC", "provider=accelaes");
+    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
+    const char *what = stitched ? "stitched AES-128-CBC-HMAC-SHA1 record" : "AES-128-CBC TLS record";
+    int ok, ol = 0, r, n, pad = 0;
+
+    fill(key, 16, 21u), fill(iv, 16, 22u), fill(mk, 20, 23u), fill(rec, len, 24u);
+    aad[8] = 23, aad[9] = 3, aad[10] = 3, aad[11] = (uint8_t)(len >> 8), aad[12] = (uint8_t)len;
+    ok = c != NULL && x != NULL && EVP_EncryptInit_ex(x, c, NULL, key, iv);
+    if (stitched)
+        ok = ok && EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_SET_MAC_KEY, 20, mk) > 0
+             && EVP_CIPHER_CTX_set_params(x, prm) && (pad = EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_TLS1_AAD, 13, aad)) > 0;
+    else
+        ok = ok && EVP_CIPHER_CTX_set_params(x, prm);
+    check(ok, "%s: set-up", what);
+    if (ok) {
+        arm(F_BLANK, 0, 0);
+        r = EVP_EncryptUpdate(x, rec, &ol, rec, (int)len + pad);
+        n = disarm();
+        expect_failure(what, r, n);
+    }
+    ERR_clear_error();
+    EVP_CIPHER_CTX_free(x);
+    EVP_CIPHER_free(c);
+}
+
+/* The library number of accelaes's errors, from one it raises for sure (an update with no key). */
+static int learn_lib(void)
+{
+    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
+    uint8_t b[16] = { 0 };
+    int ol;
+
+    ERR_clear_error();
+    if (x != NULL && EVP_EncryptInit_ex(x, acc_ciph[ECB_ENC], NULL, NULL, NULL)
+        && !EVP_EncryptUpdate(x, b, &ol, b, 16) && ERR_GET_REASON(ERR_peek_last_error()) == ACC_R_NO_KEY_SET)
+        acc_lib = ERR_GET_LIB(ERR_peek_last_error());
+    ERR_clear_error();
+    EVP_CIPHER_CTX_free(x);
+    return acc_lib >= 0;
+}
+
+static void provider_tests(void)
+{
+    static const size_t sizes[] = { 64, 4096, 1 << 18 };   /* cipher_aes.c inline, policy inline, split */
+
+    if (!OSSL_PROVIDER_add_builtin(NULL, "accelaes", OSSL_provider_init)
+        || (prov_def = OSSL_PROVIDER_load(NULL, "default")) == NULL
+        || (prov_acc = OSSL_PROVIDER_load(NULL, "accelaes")) == NULL) {
+        check(0, "the providers load");
+        ERR_print_errors_fp(stdout);
+        return;
+    }
+    for (int m = 0; m < NMODES; m++)
+        check((acc_ciph[m] = EVP_CIPHER_fetch(NULL, evp_name[m], "provider=accelaes")) != NULL,
+              "accelaes offers %s", evp_name[m]);
+    if (failed || !learn_lib()) {
+        check(0, "an accelaes error to learn its library number from");
+        return;
+    }
+    for (int m = 0; m < NMODES; m++) {
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+            update_case(m, sizes[i], 0, 0, 0);
+        update_case(m, 4096, 1, 0, 0);
+        if (m != CBC_ENC) {                  /* CBC encryption is serial: never split */
+            update_case(m, 1 << 18, 0, 1, 0);
+            update_case(m, 1 << 18, 0, 0, 3);
+        }
+    }
+    update_case(CTR, 5, 0, 0, 0);            /* the keystream block alone */
+    update_case(CTR, 4096 + 5, 1, 0, 1);     /* the blocks pass, the keystream block fails */
+    final_case(ECB_ENC), final_case(ECB_DEC), final_case(CBC_ENC), final_case(CBC_DEC);
+    tls_case(0), tls_case(1);
+    for (int m = 0; m < NMODES; m++)
+        EVP_CIPHER_free(acc_ciph[m]);
+    OSSL_PROVIDER_unload(prov_acc);
+    OSSL_PROVIDER_unload(prov_def);
+}
+
+int main(void)
+{
+    main_thread = pthread_self();
+    /* Before anything reads them: the nested engine for the provider, splitting from 64 KiB in a
+     * private unit table, and no GPU. */
+    setenv("ACCELAES_FORCE_EVP_ENGINE", "1", 1);
+    setenv("ACCELAES_SPLIT_MIN", "65536", 1);
+    setenv("ACCELAES_SHM", "off", 1);
+    setenv("ACCELAES_BACKEND", "cpu", 1);
+    real_update = (update_fn *)dlsym(RTLD_NEXT, "EVP_CipherUpdate");
+    real_init = (init_fn *)dlsym(RTLD_NEXT, "EVP_CipherInit_ex2");
+    if (real_update == NULL || real_init == NULL) {
+        printf("libcrypto's EVP_CipherUpdate / EVP_CipherInit_ex2 not found\n0 passed, 1 failed\n");
+        return 1;
+    }
+    uint8_t b[32] = { 0 };
+    int ol = 0;
+    check(blank_update(b, &ol, b, 32) == 0, "libcrypto refuses an update on a blank context");
+    ERR_clear_error();
+    engine_tests();
+    provider_tests();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
