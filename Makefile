@@ -96,6 +96,9 @@ $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(BUILD)/libaccelaes.a $(T
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
 
+# The sandbox test installs an OpenSSH-like seccomp filter with libseccomp (libseccomp-dev).
+$(BUILD)/tests/test_seccomp_child: LDLIBS += -lseccomp
+
 # ---- CUDA plugin (accel/cuda/), built only where nvcc exists ----
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90

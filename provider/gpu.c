@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include "provider/gpu.h"
 #include "accel/engine.h"
+#include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
 #define GPU_MAXSLOTS   16
@@ -60,17 +61,19 @@ static struct {
     uint64_t auto_seen;            /* bytes asked about under backend=auto, gpu_min=auto */
     pthread_mutex_t slot_lock[GPU_MAXSLOTS];
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER, .blk = PTHREAD_MUTEX_INITIALIZER, .bcv = PTHREAD_COND_INITIALIZER };
+/* Held across GPU runs and calibration (seconds): re-initialised in a child rather than waited for
+ * at fork; the state behind them is keyed to g.pid and redone in the child. */
+ACC_FORK_SAFE(&g.lock, 1, "gpu load", ACC_RANK_GPU, ACC_FORK_RESET);
+ACC_FORK_SAFE(&g.blk, 1, "gpu batch", ACC_RANK_GPU, ACC_FORK_RESET);
+ACC_FORK_SAFE(g.slot_lock, GPU_MAXSLOTS, "gpu slots", ACC_RANK_GPU, ACC_FORK_RESET);
 
 static void *g_dl;   /* the plugin stays loaded for the life of the process (fork keeps it mapped) */
 
 static void gpu_atfork_child(void)
 {
-    /* Only the forking thread survives: locks another thread held and batches it led are gone. */
-    pthread_mutex_init(&g.lock, NULL);
-    pthread_mutex_init(&g.blk, NULL);
+    /* Only the forking thread survives: batches another thread led are gone (the locks are
+     * re-initialised by scheduler/forksafe.c). */
     pthread_cond_init(&g.bcv, NULL);
-    for (int i = 0; i < GPU_MAXSLOTS; i++)
-        pthread_mutex_init(&g.slot_lock[i], NULL);
     g.open = NULL;
     g.pid = 0;
     g.auto_seen = 0;
@@ -175,7 +178,8 @@ static void ensure_loaded(const acc_settings *s)
 int acc_gpu_ready(const acc_settings *s)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (!s || s->backend == ACC_BACKEND_CPU)
+    /* dlopen and the driver make system calls a sandboxed forked child must not make. */
+    if (!s || s->backend == ACC_BACKEND_CPU || !acc_sched_kernel_ok())
         return 0;
     pthread_once(&once, gpu_once);
     pthread_mutex_lock(&g.lock);

@@ -14,6 +14,7 @@
 #include "provider/algs.h"
 #include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
+#include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
 /* ======================== Errors ======================== */
@@ -23,6 +24,7 @@
  * reads its error library number), and the module outlives it (sched.c pins it). So errors go
  * through the handle of a load that is still alive: the live provider contexts, newest first. */
 static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+ACC_FORK_SAFE(&err_lock, 1, "provider errors", ACC_RANK_ERR, ACC_FORK_HOLD);
 static acc_prov_ctx *live_provs;
 static OSSL_FUNC_core_new_error_fn *c_new_error;
 static OSSL_FUNC_core_vset_error_fn *c_vset_error;
@@ -86,6 +88,7 @@ static void live_remove_free(acc_prov_ctx *prov)
 /* ======================== Provider context ======================== */
 
 static pthread_mutex_t priv_lock = PTHREAD_MUTEX_INITIALIZER;
+ACC_FORK_SAFE(&priv_lock, 1, "private libctx", ACC_RANK_PRIV, ACC_FORK_HOLD);
 
 /* Set (under priv_lock) when OPENSSL_cleanup has begun: no private context is made after that. */
 static int priv_closed;
@@ -328,6 +331,8 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     sc.shm = prov->settings.shm;
     sc.workers = prov->settings.workers;
     acc_sched_configure(&sc);
+    acc_fork_install();
+    acc_sched_attach();
 
     *out = prov_dispatch;
     *provctx = prov;

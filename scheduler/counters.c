@@ -55,14 +55,16 @@ void acc_counters_add(acc_shm_table *t, acc_shm_proc *p, acc_path path, uint64_t
     }
 }
 
+/* Never initialises anything in a forked child: publishing is atomic adds into the mapping the
+ * parent attached (no system call), or nothing until the child attaches. */
 void acc_sched_flush(void)
 {
     if (tc.bytes == 0 && tc.requests == 0)
         return;
-    acc_shm_table *t = acc_sched_table();
+    acc_shm_table *t = acc_sched_count_table();
     if (t == NULL)
         return;
-    acc_counters_add(t, acc_sched_proc(), ACC_PATH_INLINE, tc.bytes, tc.requests);
+    acc_counters_add(t, acc_sched_count_proc(), ACC_PATH_INLINE, tc.bytes, tc.requests);
     tc.bytes = 0;
     tc.requests = 0;
 }
@@ -91,9 +93,9 @@ static void __attribute__((noinline)) count_other(acc_path path, uint64_t bytes,
 {
     if ((unsigned)path >= ACC_PATH_COUNT)
         return;
-    acc_shm_table *t = acc_sched_table();
+    acc_shm_table *t = acc_sched_count_table();
     if (t != NULL)
-        acc_counters_add(t, acc_sched_proc(), path, bytes, requests);
+        acc_counters_add(t, acc_sched_count_proc(), path, bytes, requests);
 }
 
 /* Kept a leaf on the fast path (both slow paths are tail calls): no frame, no spills. */
@@ -118,10 +120,10 @@ void acc_sched_event(acc_event ev)
 {
     if ((unsigned)ev >= ACC_EV_COUNT)
         return;
-    acc_shm_table *t = acc_sched_table();
+    acc_shm_table *t = acc_sched_count_table();
     if (t == NULL)
         return;
-    acc_shm_proc *p = acc_sched_proc();
+    acc_shm_proc *p = acc_sched_count_proc();
     if (p != NULL)
         ACC_ADD(&p->events[ev], 1);
     ACC_ADD(&t->hdr.events[ev], 1);

@@ -28,6 +28,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include "scheduler/forksafe.h"
 #include "scheduler/sched_int.h"
 
 #define HELPER_SPIN_NS  50000u      /* a helper spins this long for the next job, then sleeps */
@@ -61,13 +62,13 @@ typedef struct pool_slot {
 
 static pool_slot slots[ACC_SHM_MAX_UNITS];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+ACC_FORK_SAFE(&pool_lock, 1, "pool threads", ACC_RANK_POOL, ACC_FORK_HOLD);
 static __thread int tls_in_pool;
 
 void acc_pool_child_reset(void)
 {
     /* The parent's threads do not exist in the child; start over lazily. */
     memset(slots, 0, sizeof(slots));
-    pthread_mutex_init(&pool_lock, NULL);
     tls_in_pool = 0;
 }
 

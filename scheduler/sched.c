@@ -15,27 +15,32 @@
 #ifdef HAVE_NUMA
 #include <numa.h>
 #endif
+#include "scheduler/forksafe.h"
 #include "scheduler/sched_int.h"
 
 #define SWEEP_INTERVAL_NS 50000000u     /* how often a process looks for dead owners' units */
 #define MAX_GPU_SLOTS 64
 
 static struct {
-    pthread_mutex_t lock;          /* initialisation; taken around fork */
-    int ready;                     /* atomic: tab, proc and the CPU list are valid */
+    pthread_mutex_t lock;          /* initialisation (fork-safe: forksafe.h) */
+    int ready;                     /* atomic: heavy state valid in this process (slot, pid, CPU list) */
     acc_sched_conf conf;
     int reported;                  /* the shm = on fallback line was printed */
-    acc_shm_table *tab;
+    acc_shm_table *tab;            /* atomic: the mapping; a forked child keeps its parent's */
     int shared;
     char name[ACC_SHM_NAME_MAX + 1];
     int32_t pid;
-    acc_shm_proc *proc;
-    acc_shm_proc own_proc;         /* when every slot is taken: counts still reach totals */
+    acc_shm_proc *proc;            /* atomic: where counts go (a slot, or own_proc) */
+    acc_shm_proc own_proc;         /* when no slot is ours: counts still reach the totals */
+    int forked;                    /* a fork happened since this process attached */
+    int kernel_ok;                 /* atomic: -1 not yet asked, 0 no, 1 the heavy paths may use the kernel */
+    acc_seccomp_state sc_base;     /* the seccomp state the process attached under */
     int ncpu;
     uint32_t cpu_unit[ACC_SHM_MAX_UNITS];
     int cpu_of[ACC_SHM_MAX_UNITS];
     uint64_t last_sweep_ns;        /* atomic */
-} g = { .lock = PTHREAD_MUTEX_INITIALIZER, .conf = { -1, 0 } };
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER, .conf = { -1, 0 }, .kernel_ok = -1, .sc_base = { -1, -1 } };
+ACC_FORK_SAFE(&g.lock, 1, "sched init", ACC_RANK_SCHED, ACC_FORK_HOLD);
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static __thread int32_t tls_tid;
@@ -57,37 +62,32 @@ int32_t acc_sched_tid(void)
 static void atfork_prepare(void)
 {
     /* Publish this thread's buffered counts to the parent's slot before the child copies them. */
-    if (ACC_LOAD_ACQ(&g.ready))
-        acc_sched_flush();
-    pthread_mutex_lock(&g.lock);
+    acc_sched_flush();
 }
 
-static void atfork_parent(void)
-{
-    pthread_mutex_unlock(&g.lock);
-}
-
-/* The child never owns the parent's units, its slot or its private table: forget them all
- * and initialise again on first use (a shared segment is simply attached again). */
+/* The child owns none of the parent's units and not its slot. It keeps the mapping (so that its
+ * inline counts reach the totals with no system call: an OpenSSH privsep child is killed by
+ * seccomp for any call outside its list) and redoes the rest only when a split, batch or GPU
+ * path asks, and only if acc_sched_kernel_ok() says it may. */
 static void atfork_child(void)
 {
-    pthread_mutex_init(&g.lock, NULL);
-    acc_shm_table *old = g.tab;
     ACC_STORE(&g.ready, 0);
-    g.tab = NULL;
-    g.proc = NULL;
+    memset(&g.own_proc, 0, sizeof(g.own_proc));
+    ACC_STORE(&g.proc, &g.own_proc);
     g.ncpu = 0;
     g.pid = 0;
+    g.forked = 1;
+    ACC_STORE(&g.kernel_ok, -1);
     ACC_STORE(&g.last_sweep_ns, 0);
     tls_tid = 0;
-    acc_shm_unmap(old);
     acc_counters_child_reset();
     acc_pool_child_reset();
 }
 
 static void init_once(void)
 {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    acc_fork_install();
+    pthread_atfork(atfork_prepare, NULL, atfork_child);
     /* Pool threads sleep in our code and thread-exit destructors point into it: pin the
      * module so that a provider unload (dlclose) cannot unmap code still in use. */
     Dl_info info;
@@ -164,8 +164,7 @@ static void discover_cpus(acc_shm_table *t)
 static void claim_slot(acc_shm_table *t)
 {
     uint64_t start = acc_proc_start_time(g.pid);
-    g.proc = &g.own_proc;
-    memset(&g.own_proc, 0, sizeof(g.own_proc));
+    ACC_STORE(&g.proc, &g.own_proc);
     /* Never-used slots first, so that accelaes-stat can still show what recently exited
      * processes did; then the first slot of a dead process. */
     for (int pass = 0; pass < 2; pass++) {
@@ -178,50 +177,117 @@ static void claim_slot(acc_shm_table *t)
             memset((char *)p + sizeof(p->pid), 0, sizeof(*p) - sizeof(p->pid));
             ACC_STORE(&p->start_time, start);
             ACC_STORE_REL(&p->pid, g.pid);
-            g.proc = p;
+            ACC_STORE_REL(&g.proc, p);
             return;
         }
     }
 }
 
+/* Map the shared segment, or a private table when it cannot be used. g.lock held. */
+static acc_shm_table *map_table(void)
+{
+    const char *why = "shm = off";
+    acc_shm_table *t = NULL;
+    g.name[0] = '\0';
+    if (g.conf.shm != 0) {
+        if (acc_shm_name(g.name, sizeof(g.name)) != 0)
+            why = "invalid ACCELAES_SHM_NAME";
+        else
+            t = acc_shm_attach(g.name, &why);
+    }
+    g.shared = t != NULL;
+    if (t == NULL) {
+        if (g.conf.shm == 1 && !g.reported) {
+            fprintf(stderr, "accelaes: shared unit table %s unusable (%s); using a private table\n",
+                    g.name[0] ? g.name : "(ACCELAES_SHM_NAME)", why);
+            g.reported = 1;
+        }
+        t = acc_shm_private();
+    }
+    return t;
+}
+
+/* Attach (map, claim a slot) in a process that has not forked since: what counters need.
+ * CPU discovery waits for the first path that uses units. g.lock held. */
+static void attach_locked(void)
+{
+    if (g.tab != NULL && !g.forked)
+        return;
+    acc_shm_table *t = g.tab;
+    /* A child gets a slot of its own; a private table is the parent's copy, with the parent's
+     * units held by threads the child does not have: start a fresh one. */
+    if (t != NULL && !g.shared) {
+        acc_shm_unmap(t);
+        ACC_STORE_REL(&g.tab, NULL);
+        t = NULL;
+    }
+    if (t == NULL && (t = map_table()) == NULL)
+        return;
+    g.pid = (int32_t)getpid();
+    ACC_STORE(&g.proc, &g.own_proc);
+    if (acc_shm_lock(t) == 0) {
+        claim_slot(t);
+        acc_shm_unlock(t);
+    }
+    if (!g.forked)
+        (void)acc_seccomp_read(&g.sc_base);
+    ACC_STORE_REL(&g.tab, t);
+}
+
 static acc_shm_table *init_slow(void)
 {
     pthread_once(&g_once, init_once);
+    if (!acc_sched_kernel_ok())
+        return NULL;
     pthread_mutex_lock(&g.lock);
     if (!ACC_LOAD(&g.ready)) {
-        const char *why = "shm = off";
-        acc_shm_table *t = NULL;
-        g.pid = (int32_t)getpid();
-        g.name[0] = '\0';
-        if (g.conf.shm != 0) {
-            if (acc_shm_name(g.name, sizeof(g.name)) != 0)
-                why = "invalid ACCELAES_SHM_NAME";
-            else
-                t = acc_shm_attach(g.name, &why);
-        }
-        g.shared = t != NULL;
-        if (t == NULL) {
-            if (g.conf.shm == 1 && !g.reported) {
-                fprintf(stderr, "accelaes: shared unit table %s unusable (%s); using a private table\n",
-                        g.name[0] ? g.name : "(ACCELAES_SHM_NAME)", why);
-                g.reported = 1;
-            }
-            t = acc_shm_private();
-        }
+        if (g.forked || g.tab == NULL)
+            attach_locked();
+        g.forked = 0;      /* from here on, this process is attached as any other */
+        acc_shm_table *t = g.tab;
         if (t != NULL) {
-            g.proc = &g.own_proc;
             g.ncpu = 0;
             if (acc_shm_lock(t) == 0) {
                 discover_cpus(t);
-                claim_slot(t);
                 acc_shm_unlock(t);
             }
-            g.tab = t;
             ACC_STORE_REL(&g.ready, 1);
         }
     }
     pthread_mutex_unlock(&g.lock);
-    return g.tab;
+    return ACC_LOAD(&g.ready) ? g.tab : NULL;
+}
+
+void acc_sched_attach(void)
+{
+    pthread_once(&g_once, init_once);
+    pthread_mutex_lock(&g.lock);
+    if (g.tab == NULL)
+        attach_locked();
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* The heavy paths' system calls (CPU discovery, threads, eventfd, dlopen) are safe in a process
+ * that has not forked since it attached: it made such calls already, or could have. A forked
+ * child may have entered a sandbox since (OpenSSH's privsep child is killed by seccomp for any
+ * call outside its list), so it asks once, through /proc/self/status, which a sandbox that
+ * refuses files refuses with an errno: the heavy paths are allowed only when the child runs
+ * under no seccomp filter, or under exactly the filters its parent attached under. */
+int acc_sched_kernel_ok(void)
+{
+    int k = ACC_LOAD(&g.kernel_ok);
+    if (k >= 0)
+        return k;
+    if (!g.forked) {
+        k = 1;
+    } else {
+        acc_seccomp_state now;
+        k = acc_seccomp_read(&now) == 0
+            && (now.mode == 0 || (now.mode == g.sc_base.mode && now.filters >= 0
+                                  && now.filters == g.sc_base.filters));
+    }
+    ACC_STORE(&g.kernel_ok, k);
+    return k;
 }
 
 acc_shm_table *acc_sched_table(void)
@@ -231,9 +297,24 @@ acc_shm_table *acc_sched_table(void)
     return init_slow();
 }
 
+acc_shm_table *acc_sched_count_table(void)
+{
+    acc_shm_table *t = ACC_LOAD_ACQ(&g.tab);
+    if (t != NULL || g.forked)
+        return t;
+    return acc_sched_table();   /* never attached: a program that links the scheduler directly */
+}
+
+acc_shm_proc *acc_sched_count_proc(void)
+{
+    acc_shm_proc *p = ACC_LOAD_ACQ(&g.proc);
+    return p != NULL ? p : &g.own_proc;
+}
+
 acc_shm_proc *acc_sched_proc(void)
 {
-    return acc_sched_table() != NULL ? g.proc : &g.own_proc;
+    (void)acc_sched_table();
+    return acc_sched_count_proc();
 }
 
 void acc_sched_configure(const acc_sched_conf *conf)
@@ -241,7 +322,13 @@ void acc_sched_configure(const acc_sched_conf *conf)
     if (conf == NULL)
         return;
     pthread_mutex_lock(&g.lock);
-    if (!ACC_LOAD(&g.ready)) {
+    /* A forked child that configures (loads a provider of its own) attaches anew. */
+    if (g.forked && !ACC_LOAD(&g.ready) && g.tab != NULL) {
+        acc_shm_unmap(g.tab);
+        ACC_STORE_REL(&g.tab, NULL);
+        ACC_STORE(&g.proc, &g.own_proc);
+    }
+    if (!ACC_LOAD(&g.ready) && g.tab == NULL) {
         g.conf.shm = conf->shm < 0 ? -1 : conf->shm > 0 ? 1 : 0;
         g.conf.workers = conf->workers > 0 ? conf->workers : 0;
     }

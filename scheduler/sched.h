@@ -36,6 +36,15 @@ typedef struct acc_sched_conf {
  * usable segment the process keeps a private table. */
 void acc_sched_configure(const acc_sched_conf *conf);
 
+/* Attach to the unit table (shared segment or private) and claim a counter slot: called when
+ * the provider is initialised, so that a forked child can count with no system call. */
+void acc_sched_attach(void);
+
+/* 1 if the split, batch and GPU paths may make the system calls they need (threads, eventfd,
+ * CPU discovery, dlopen) in this process; 0 in a forked child that entered a seccomp sandbox
+ * (or whose state cannot be read): those paths then decline and the work runs inline. */
+int acc_sched_kernel_ok(void);
+
 /* 1 when this process is attached to the shared segment, 0 when it uses a private table. */
 int acc_sched_is_shared(void);
 

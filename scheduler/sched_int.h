@@ -15,8 +15,21 @@
  * unless even an anonymous mapping failed. */
 acc_shm_table *acc_sched_table(void);
 
-/* This process's slot (in the table, or a private one when the table is full). */
+/* This process's slot (in the table, or a private one when the table is full), initialising. */
 acc_shm_proc *acc_sched_proc(void);
+
+/* What the counters publish to, with no system call in a forked child: the mapping the process
+ * (or its parent) attached, or NULL; and this process's slot, or a private one (a child that has
+ * not taken a split, batch or GPU path has no slot: its counts reach the totals only). */
+acc_shm_table *acc_sched_count_table(void);
+acc_shm_proc *acc_sched_count_proc(void);
+
+/* The seccomp mode (0 none, 1 strict, 2 filter) and number of filters (-1 where the kernel does
+ * not say) of the calling process, from /proc/self/status (scheduler/shm.c). 0 ok, -1 unreadable. */
+typedef struct acc_seccomp_state {
+    int mode, filters;
+} acc_seccomp_state;
+int acc_seccomp_read(acc_seccomp_state *s);
 
 /* The cached pid of this process and tid of the calling thread (both reset after fork). */
 int32_t acc_sched_pid(void);

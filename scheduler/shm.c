@@ -310,3 +310,27 @@ int acc_tid_alive(int32_t pid, int32_t tid)
         return 0;
     return 1;
 }
+
+/* "Seccomp:" and "Seccomp_filters:" (Linux 5.9+) of /proc/self/status. */
+int acc_seccomp_read(acc_seccomp_state *s)
+{
+    char buf[4096];
+    s->mode = -1;
+    s->filters = -1;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t have = 0;
+    ssize_t n;
+    while (have < sizeof(buf) - 1 && (n = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0)
+        have += (size_t)n;
+    close(fd);
+    buf[have] = '\0';
+    const char *m = strstr(buf, "\nSeccomp:"), *f = strstr(buf, "\nSeccomp_filters:");
+    if (m == NULL)
+        return -1;
+    s->mode = (int)strtol(m + sizeof("\nSeccomp:") - 1, NULL, 10);
+    if (f != NULL)
+        s->filters = (int)strtol(f + sizeof("\nSeccomp_filters:") - 1, NULL, 10);
+    return 0;
+}

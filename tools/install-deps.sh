@@ -4,7 +4,8 @@ set -e
 what=${1:-build}
 need_apt=""
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in libssl-dev libipsec-mb-dev libnuma-dev openssl; do have_pkg $p || need_apt="$need_apt $p"; done
+# libseccomp-dev: tests/c/test_seccomp_child (built by make with the other C tests)
+for p in libssl-dev libipsec-mb-dev libnuma-dev libseccomp-dev openssl; do have_pkg $p || need_apt="$need_apt $p"; done
 if [ "$what" = test ]; then
   # clang + libclang-rt-dev: libFuzzer for fuzz/ (make fuzz, make fuzz-smoke)
   # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/provider.h>
 #include "accel/engine.h"
+#include "scheduler/forksafe.h"
 
 /* Engine functions take a const key and may run on several threads at once (split requests),
  * but an EVP_CIPHER_CTX is not thread-safe. So a key holds a few slots of contexts, each taken
@@ -47,13 +48,14 @@ static EVP_CIPHER *g_ciph[3][3];  /* [ECB, CBC, CTR][128, 192, 256] */
 static int g_ready;
 static int g_atfork;
 static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Re-initialised in a child (a half-made context another thread was building is abandoned). */
+ACC_FORK_SAFE(&g_lib_lock, 1, "evp engine", ACC_RANK_EVP_ENGINE, ACC_FORK_RESET);
 /* Bumped in a fork child: a slot some parent thread held at the fork is free in the child. */
 static int g_gen = 1;
 
 static void evp_atfork_child(void)
 {
     __atomic_add_fetch(&g_gen, 1, __ATOMIC_RELAXED);
-    pthread_mutex_init(&g_lib_lock, NULL);   /* a parent thread may have held it at the fork */
 }
 
 /* Called with g_lib_lock held. */
@@ -66,6 +68,7 @@ static int evp_lib_init(void)
     char name[32];
     int ok;
 
+    acc_fork_install();
     if (!g_atfork && pthread_atfork(NULL, NULL, evp_atfork_child) != 0)
         return 0;
     g_atfork = 1;
