@@ -10,6 +10,7 @@
 #include <openssl/async.h>
 #include "accel/mb.h"
 #include "provider/prov.h"
+#include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
 /* Requests smaller than this are not worth a pause and a resume: measured with
@@ -38,12 +39,19 @@ typedef struct batch_req {
     uint8_t *out;
     size_t len;
     uint64_t gen;       /* queue generation it was put in; a fork or a reset changes it */
-    int done;           /* 1 ok, -1 the batch failed */
+    int done;           /* 1 ok, -1 the batch failed, -2 the context was freed or re-initialised */
 } batch_req;
 
-/* One queue per thread: ASYNC jobs run on the thread that starts them, so the queue needs
- * no lock. Entries point into the paused jobs' stacks, which stay valid while they wait. */
+/* One queue per thread: ASYNC jobs run on the thread that starts them, and only that thread
+ * submits and flushes. Entries point into the paused jobs' stacks, which stay valid while they
+ * wait (OpenSSL never frees a paused job). The application may free a waiting request's context
+ * and buffers on any thread, though: acc_batch_cancel takes the entry out under `lock`, which
+ * the owner holds while it touches entries (the lane run included, so a cancel waits for a run
+ * that has the context in hand). */
 typedef struct acc_batch {
+    pthread_mutex_t lock;
+    int registered;      /* the thread-exit destructor knows this queue */
+    uint64_t fork_gen;   /* batch_fork_gen when this thread's queue was last valid */
     batch_req *q[BATCH_CAP];
     size_t nq;
     uint64_t seq;        /* requests ever queued here: "did anyone join while I slept?" */
@@ -56,8 +64,16 @@ typedef struct acc_batch {
     int solo_next;       /* the skip after the next lone probe */
 } acc_batch;
 
-static __thread acc_batch tl_batch;
+static __thread acc_batch tl_batch = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+/* Guards every context's batch_q and a queue's life: taken by cancel before a queue's lock, and
+ * by a thread's exit before its queue goes. */
+static pthread_mutex_t queues_lock = PTHREAD_MUTEX_INITIALIZER;
+ACC_FORK_SAFE(&queues_lock, 1, "batch queues", ACC_RANK_BATCH, ACC_FORK_HOLD);
+/* Bumped in a forked child: the other threads' queues (and their locks) are the parent's. */
+static uint64_t batch_fork_gen = 1;
+static pthread_key_t exit_key;
+static int exit_key_ok;
 /* The fd key: any address unique to this module. */
 static const char wait_key;
 
@@ -66,6 +82,11 @@ static const char wait_key;
  * inline (nothing was written yet). */
 static void batch_atfork_child(void)
 {
+    for (size_t i = 0; i < tl_batch.nq; i++)
+        tl_batch.q[i]->ctx->batch_q = NULL;
+    batch_fork_gen++;
+    tl_batch.fork_gen = batch_fork_gen;
+    pthread_mutex_init(&tl_batch.lock, NULL);
     tl_batch.nq = 0;
     tl_batch.gen++;
     tl_batch.expect = 0;
@@ -74,9 +95,53 @@ static void batch_atfork_child(void)
     tl_batch.solo_next = 0;
 }
 
+/* A thread that exits leaves its paused jobs for good: nothing may point at its queue after. */
+static void batch_thread_exit(void *vb)
+{
+    acc_batch *b = vb;
+
+    pthread_mutex_lock(&queues_lock);
+    pthread_mutex_lock(&b->lock);
+    for (size_t i = 0; i < b->nq; i++)
+        b->q[i]->ctx->batch_q = NULL;
+    b->nq = 0;
+    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&queues_lock);
+}
+
 static void batch_fork_init(void)
 {
     (void)pthread_atfork(NULL, NULL, batch_atfork_child);
+    exit_key_ok = pthread_key_create(&exit_key, batch_thread_exit) == 0;
+}
+
+/* Removes ctx's entries from b; b->lock held. */
+static void remove_ctx(acc_batch *b, const acc_cipher_ctx *ctx)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < b->nq; i++) {
+        if (b->q[i]->ctx == ctx)
+            b->q[i]->done = -2;
+        else
+            b->q[k++] = b->q[i];
+    }
+    b->nq = k;
+}
+
+void acc_batch_cancel(acc_cipher_ctx *ctx)
+{
+    if (ctx == NULL || __atomic_load_n(&ctx->batch_q, __ATOMIC_ACQUIRE) == NULL)
+        return;
+    pthread_mutex_lock(&queues_lock);
+    acc_batch *b = ctx->batch_q;
+    if (b != NULL && b->fork_gen == batch_fork_gen) {
+        pthread_mutex_lock(&b->lock);
+        remove_ctx(b, ctx);
+        pthread_mutex_unlock(&b->lock);
+    }
+    __atomic_store_n(&ctx->batch_q, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&queues_lock);
 }
 
 static uint64_t now_ns(void)
@@ -161,7 +226,20 @@ static int key_fits_lanes(const acc_cipher_ctx *ctx)
 /* Run the queue: one CPU unit held while the lanes run, where one is idle. If none is, the
  * batch runs anyway: the calling thread is already the application's crypto thread and
  * inline work never waits for a unit, so the batch is no worse than inline work would be. */
+static void batch_run(acc_batch *b, int closed_by_itself);
+
 static void batch_flush(acc_batch *b, int closed_by_itself)
+{
+    pthread_mutex_lock(&b->lock);
+    size_t n = b->nq;
+    batch_run(b, closed_by_itself);
+    for (size_t i = 0; i < n; i++)
+        __atomic_store_n(&b->q[i]->ctx->batch_q, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* b->lock held; b->q[0 .. the old nq) stay readable after (nq is 0). */
+static void batch_run(acc_batch *b, int closed_by_itself)
 {
     acc_mb_req reqs[BATCH_CAP];
     uint8_t iv0[BATCH_CAP][16];
@@ -255,7 +333,8 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
     if (in != out && out < in + len && in < out + len)
         return 0;   /* partial overlap: legal for nobody's lanes, the caller copes */
     job = ASYNC_get_current_job();
-    if (job == NULL || !acc_mb_available() || !key_fits_lanes(ctx))
+    /* The eventfd and the unit table are system calls a sandboxed forked child must not make. */
+    if (job == NULL || !acc_mb_available() || !key_fits_lanes(ctx) || !acc_sched_kernel_ok())
         return 0;
     pthread_once(&fork_once, batch_fork_init);
     if (b->nq == 0 && b->solo_skip > 0) {
@@ -265,12 +344,22 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
     if ((fd = ensure_wait_fd(job)) == -2)
         return 0;
 
+    if (!b->registered) {
+        if (exit_key_ok)
+            (void)pthread_setspecific(exit_key, b);
+        b->registered = 1;
+        b->fork_gen = batch_fork_gen;
+    }
+
     lanes = batch_lanes();
     req = (batch_req){ ctx, in, out, len, b->gen, 0 };
+    pthread_mutex_lock(&b->lock);
     if (b->nq == 0)
         b->t_first = now_ns();
     b->q[b->nq++] = &req;
     b->seq++;
+    __atomic_store_n(&ctx->batch_q, b, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&b->lock);
 
     /* Full, or as many as the last batches had (except now and then, to learn of more jobs),
      * or the oldest has waited long enough: run now, without pausing this job. */
@@ -292,6 +381,10 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
             return 0;   /* forked child: the queue was dropped, the request untouched */
         if (b->seq == seen || now_ns() - b->t_first >= BATCH_TIMEOUT_NS)
             batch_flush(b, b->seq == seen);
+    }
+    if (req.done == -2) {
+        acc_raise(ACC_R_NOT_INITIALISED, "the context was freed or re-initialised while its async job was paused");
+        return -1;
     }
     if (req.done < 0) {
         acc_raise(ACC_R_ENGINE_FAILURE, "multi-buffer batch of CBC encryptions failed");

@@ -22,4 +22,10 @@
  *     partly written, so the caller must fail the update. Check with `< 0`. */
 int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len);
 
+/* Takes ctx's waiting request, if any, out of its queue, on whichever thread it waits, so that
+ * the batch never touches ctx or its buffers again (the application freed them: SSL_free of a
+ * connection whose job is paused). Called when a context is freed or re-initialised; a job
+ * resumed after that fails its update. Cheap when nothing waits. */
+void acc_batch_cancel(acc_cipher_ctx *ctx);
+
 #endif

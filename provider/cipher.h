@@ -34,6 +34,9 @@ typedef struct acc_cipher_ctx {
      * add here (no thread-local lookup on the hot path) and publish every ACC_ACCT_FLUSH bytes
      * and when the context is freed. */
     uint64_t acct_bytes, acct_reqs;
+    /* The thread queue (provider/batch.c) this context's request waits in while its async job
+     * is paused, or NULL: freeing or re-initialising the context takes the request out. */
+    void *batch_q;
     size_t inline_below;          /* prov->inline_below, kept here to spare a load per call */
     /* TLS 1.0-1.2 CBC record handling (provider/tls.c) */
     unsigned int tlsversion;      /* 0: not a TLS record context */

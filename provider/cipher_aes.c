@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include "provider/algs.h"
+#include "provider/batch.h"
 #include "provider/cipher.h"
 #include "provider/names.h"
 #include "scheduler/sched.h"
@@ -63,6 +64,7 @@ static void aes_freectx(void *vctx)
 
     if (c == NULL)
         return;
+    acc_batch_cancel(c);
     acct_publish(c);
     if (c->key_set)
         c->eng->free_key(&c->ks);
@@ -81,6 +83,7 @@ static void *aes_dupctx(void *vctx)
     }
     memcpy(d, s, sizeof(*d));
     d->acct_bytes = d->acct_reqs = 0;   /* the original publishes what it did */
+    d->batch_q = NULL;                  /* a waiting request stays the original's */
     d->tlsmac = NULL;
     d->tlsmac_alloced = 0;
     if ((s->key_set && !s->eng->copy_key(&d->ks, &s->ks)) || !acc_tls_dup(d, s)) {
@@ -252,6 +255,7 @@ static int needs_dec_schedule(const acc_cipher_ctx *c)
 static int aes_init(acc_cipher_ctx *c, const unsigned char *key, size_t keylen,
                     const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[], int enc)
 {
+    acc_batch_cancel(c);   /* a request still waiting would run with the new key and IV */
     c->num = 0;
     c->bufsz = 0;
     c->updated = 0;

@@ -9,6 +9,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/params.h>
+#include "provider/batch.h"
 #include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
 #include "provider/names.h"
@@ -60,6 +61,7 @@ static void hmac_freectx(void *vctx)
 
     if (h == NULL)
         return;
+    acc_batch_cancel(&h->aes);
     if (h->aes.key_set)
         h->aes.eng->free_key(&h->aes.ks);
     OPENSSL_cleanse(h, sizeof(*h));
@@ -75,6 +77,7 @@ static void *hmac_dupctx(void *vctx)
         return NULL;
     }
     memcpy(d, s, sizeof(*d));
+    d->aes.batch_q = NULL;   /* a waiting request stays the original's */
     if (s->aes.key_set && !s->aes.eng->copy_key(&d->aes.ks, &s->aes.ks)) {
         OPENSSL_cleanse(d, sizeof(*d));
         acc_ctx_free(d);
@@ -206,6 +209,7 @@ static int hmac_init(acc_hmac_ctx *h, const unsigned char *key, size_t keylen, c
 {
     acc_cipher_ctx *c = &h->aes;
 
+    acc_batch_cancel(c);   /* a request still waiting would run with the new key and IV */
     c->enc = enc;
     if (iv != NULL) {
         if (ivlen != BLK) {
