@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import subprocess
@@ -167,3 +168,21 @@ def isolated(openssl_env):
     def run(code, timeout=120):
         return evp.run_isolated(code, env=openssl_env, timeout=timeout)
     return run
+
+
+def run_c_test(name, env, timeout=120, args=()):
+    """Run build/tests/NAME; it must exit 0 and end with "N passed, 0 failed". N == 0 is a skip
+    whose reason is the program's "skipped: ..." line."""
+    path = BUILD / "tests" / name
+    if not path.exists():
+        pytest.skip(f"{path} is not built (run `make build-only`)")
+    proc = subprocess.run([str(path), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    m = re.fullmatch(r"(\d+) passed, 0 failed", last)
+    assert m, f"unexpected last line {last!r}\n{out[-3000:]}"
+    if int(m.group(1)) == 0:
+        reason = next((l for l in out.splitlines() if l.startswith("skipped")), "no checks ran")
+        pytest.skip(f"{name}: {reason}")
+    return out

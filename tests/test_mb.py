@@ -5,28 +5,9 @@ driven by ASYNC jobs: random job mixes, what is never taken, ASYNC_block_pause),
 build/tests/test_async_wait (the wait fd, edge-triggered epoll, timeouts, fork while queued) and
 build/tests/test_async_provider (ASYNC jobs encrypting through build/accelaes.so)."""
 
-import re
-import subprocess
-
 import pytest
 
-from conftest import BUILD, MODULE
-
-
-def run_c_test(name, env, timeout=120):
-    path = BUILD / "tests" / name
-    if not path.exists():
-        pytest.skip(f"{path} is not built (run `make build-only`)")
-    proc = subprocess.run([str(path)], env=env, capture_output=True, text=True, timeout=timeout)
-    out = proc.stdout
-    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    last = out.strip().splitlines()[-1] if out.strip() else ""
-    m = re.fullmatch(r"(\d+) passed, 0 failed", last)
-    assert m, f"unexpected last line {last!r}\n{out[-3000:]}"
-    if int(m.group(1)) == 0:
-        reason = next((l for l in out.splitlines() if l.startswith("skipped")), "no checks ran")
-        pytest.skip(f"{name}: {reason}")
-    return out
+from conftest import MODULE, run_c_test
 
 
 @pytest.mark.parametrize("name", ["test_mb", "test_async_batch", "test_async_wait"])
