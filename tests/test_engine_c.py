@@ -10,27 +10,13 @@ in the module): every block function returns 0 with its output wiped and its IV 
 EVP call through the provider (update, final, EVP_Cipher, TLS records, split pieces failing on a pool
 thread) then fails with accelaes's ACC_R_ENGINE_FAILURE, raised once."""
 
-import subprocess
-
-import pytest
-
-from conftest import BUILD
-
-
-def run(name, env):
-    path = BUILD / "tests" / name
-    if not path.exists():
-        pytest.skip(f"{path} is not built (run `make build-only`)")
-    p = subprocess.run([str(path)], env=env, capture_output=True, text=True, timeout=300)
-    lines = p.stdout.strip().splitlines()
-    assert p.returncode == 0 and lines and lines[-1].endswith(" passed, 0 failed") \
-        and not lines[-1].startswith("0 "), p.stdout[-3000:] + p.stderr[-2000:]
+from conftest import run_c_test
 
 
 def test_engines_against_openssl(openssl_env, seed):
-    run("test_engine", dict(openssl_env, ACCELAES_TEST_SEED=str(seed)))
+    run_c_test("test_engine", dict(openssl_env, ACCELAES_TEST_SEED=str(seed)), timeout=300)
 
 
 def test_nested_evp_engine_failures(openssl_env):
     # the binary sets ACCELAES_FORCE_EVP_ENGINE=1 and its split settings itself
-    run("test_engine_fail", openssl_env)
+    run_c_test("test_engine_fail", openssl_env, timeout=300)
