@@ -28,7 +28,10 @@
  * entry damaged in the shared segment; an unbounded wait then hung every GPU request of every
  * process (found by tests/test_faults.py). Legitimate waits are a few batches long (a 256 MiB
  * batch takes tens of ms on a PCIe 4 GPU), far below this. */
-#define GPU_WAIT_US    (2 * 1000 * 1000)
+/* The longest a request waits for a GPU unit before it runs on the CPU instead: a queued process
+ * works rather than idles, and whatever another process of the user writes into the segment
+ * (units that look busy, waiters that look alive) costs a request no more than this. */
+#define GPU_WAIT_US    5000
 
 /* A request waiting for its leader (see acc_gpu_run). Lives on the follower's stack. */
 typedef struct waiter {
@@ -53,6 +56,7 @@ static struct {
     acc_gpu_info info;
     int calibrated;
     size_t cal_min;                /* calibrated gpu_min (SIZE_MAX: the GPU never won) */
+    double cal_retry;              /* no calibration attempt before this time (now_s) */
     pthread_mutex_t blk;           /* batching and the unit -> slot map */
     pthread_cond_t bcv;
     batch *open;
@@ -145,6 +149,7 @@ static void ensure_loaded(const acc_settings *s)
     if (g.pid != getpid()) {
         g.pid = getpid();
         g.tried = g.ready = g.warned = g.calibrated = 0;
+        g.cal_retry = 0;
         g.nmapped = 0;
     }
     if (g.tried)
@@ -225,7 +230,8 @@ static double now_s(void)
 
 /* gpu_min = 0: time the GPU against the inline engine on CTR at growing sizes (best of two
  * each, after a warm-up run) and keep the first size where the GPU wins; SIZE_MAX if it never
- * does, so the provider is never slower than the CPU path it would replace. g.lock held. */
+ * does, so the provider is never slower than the CPU path it would replace; 0 when no GPU unit
+ * was free within GPU_WAIT_US (calibration is tried again later). g.lock held. */
 static size_t calibrate(void)
 {
     static const size_t sizes[] = { 1u << 20, 4u << 20, 16u << 20 };
@@ -239,9 +245,11 @@ static size_t calibrate(void)
     if (!buf || !ks || !eng || !eng->set_key(ks, key, sizeof(key), 1))
         goto done;
     memset(buf, 0x5a, big);
-    unit = acc_sched_acquire(ACC_UNIT_GPU, 10 * 1000 * 1000);
-    if (unit < 0)
+    unit = acc_sched_acquire(ACC_UNIT_GPU, GPU_WAIT_US);
+    if (unit < 0) {
+        found = 0;          /* no GPU unit free now: try again later */
         goto done;
+    }
     for (int warm = 1, i = 0; i < 3; i++) {
         double cpu = 1e9, gpu = 1e9;
         for (int rep = 0; rep < 2 + warm; rep++) {
@@ -293,14 +301,15 @@ int acc_gpu_wants(const acc_settings *s, int op, size_t len)
     if (s->gpu_min != 0)
         return len >= s->gpu_min;
     pthread_mutex_lock(&g.lock);
-    if (!g.calibrated) {
+    if (!g.calibrated && now_s() >= g.cal_retry) {
         g.cal_min = calibrate();
-        g.calibrated = 1;
-        if (secure_getenv("ACCELAES_GPU_VERBOSE"))
+        g.calibrated = g.cal_min != 0;
+        g.cal_retry = now_s() + 1.0;
+        if (g.calibrated && secure_getenv("ACCELAES_GPU_VERBOSE"))
             fprintf(stderr, "accelaes-gpu: gpu_min calibrated to %s%zu\n", g.cal_min == SIZE_MAX ? "never: " : "",
                     g.cal_min);
     }
-    size_t min = g.cal_min;
+    size_t min = g.calibrated ? g.cal_min : SIZE_MAX;
     pthread_mutex_unlock(&g.lock);
     return len >= min;
 }

@@ -44,13 +44,16 @@ static int parse_size(const char *v, size_t *out)
     n = strtoull(v, &end, 10);
     if (errno != 0)
         return 0;
+    int shift = 0;
     switch (tolower((unsigned char)*end)) {
-    case 'k': n <<= 10; end++; break;
-    case 'm': n <<= 20; end++; break;
-    case 'g': n <<= 30; end++; break;
+    case 'k': shift = 10; end++; break;
+    case 'm': shift = 20; end++; break;
+    case 'g': shift = 30; end++; break;
     }
-    if (*end != '\0' || n > (1ULL << 40))
+    /* The range is checked before the shift: shifted first, 18014398509481985k wrapped to 1 KiB. */
+    if (*end != '\0' || n > (1ULL << (40 - shift)))
         return 0;
+    n <<= shift;
     *out = (size_t)n;
     return 1;
 }

@@ -97,34 +97,27 @@ static int is_head(acc_shm_table *t, uint32_t me, uint64_t ticket, acc_unit_kind
     return 1;
 }
 
+/* Runs on every release while someone waits, so it takes no lock: a lock word another process
+ * wrote would make each release wait. It wakes the oldest waiter whose heartbeat is fresh; a
+ * wake that misses (an entry changing meanwhile) costs the real head at most one sleep slice,
+ * and dead entries are removed by the waiters themselves (is_head). */
 void acc_fifo_notify(acc_shm_table *t, acc_unit_kind kind)
 {
-    if (acc_shm_lock(t) != 0)
-        return;
-    uint64_t now = acc_now_ns();
-    for (;;) {
-        int head = -1;
-        uint64_t best = UINT64_MAX;
-        for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
-            acc_shm_waiter *w = &t->waiters[i];
-            if (ACC_LOAD(&w->state) == ACC_WAITER_WAITING && ACC_LOAD(&w->kind) == (uint32_t)kind
-                && ACC_LOAD(&w->ticket) < best) {
-                best = ACC_LOAD(&w->ticket);
-                head = (int)i;
-            }
+    uint64_t now = acc_now_ns(), best = UINT64_MAX;
+    int head = -1;
+    for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
+        acc_shm_waiter *w = &t->waiters[i];
+        uint64_t tk = ACC_LOAD(&w->ticket);
+        if (ACC_LOAD_ACQ(&w->state) == ACC_WAITER_WAITING && ACC_LOAD(&w->kind) == (uint32_t)kind
+            && tk < best && waiter_alive(w, now, 0)) {
+            best = tk;
+            head = (int)i;
         }
-        if (head < 0)
-            break;
-        acc_shm_waiter *w = &t->waiters[head];
-        if (!waiter_alive(w, now, 1)) {
-            drop_locked(t, (uint32_t)head, best);
-            continue;
-        }
-        __atomic_fetch_add(&w->word, 1, __ATOMIC_RELEASE);
-        acc_futex_wake(&w->word, 1);
-        break;
     }
-    acc_shm_unlock(t);
+    if (head >= 0) {
+        __atomic_fetch_add(&t->waiters[head].word, 1, __ATOMIC_RELEASE);
+        acc_futex_wake(&t->waiters[head].word, 1);
+    }
 }
 
 static int has_kind(acc_shm_table *t, acc_unit_kind kind)

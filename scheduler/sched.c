@@ -20,6 +20,8 @@
 
 #define SWEEP_INTERVAL_NS 50000000u     /* how often a process looks for dead owners' units */
 #define MAX_GPU_SLOTS 64
+#define REUSE_CHECK_NS 100000000u     /* held this long: check the holder's start time too */
+#define INIT_RETRY_NS 50000000u       /* after the table lock could not be had */
 
 static struct {
     pthread_mutex_t lock;          /* initialisation (fork-safe: forksafe.h) */
@@ -30,6 +32,7 @@ static struct {
     int shared;
     char name[ACC_SHM_NAME_MAX + 1];
     int32_t pid;
+    uint64_t start;                /* this process's start time (/proc/<pid>/stat), 0 unknown */
     acc_shm_proc *proc;            /* atomic: where counts go (a slot, or own_proc) */
     acc_shm_proc own_proc;         /* when no slot is ours: counts still reach the totals */
     int forked;                    /* a fork happened since this process attached */
@@ -39,6 +42,7 @@ static struct {
     uint32_t cpu_unit[ACC_SHM_MAX_UNITS];
     int cpu_of[ACC_SHM_MAX_UNITS];
     uint64_t last_sweep_ns;        /* atomic */
+    uint64_t retry_ns;             /* atomic: no initialisation attempt before this time */
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER, .conf = { -1, 0 }, .kernel_ok = -1, .sc_base = { -1, -1 } };
 ACC_FORK_SAFE(&g.lock, 1, "sched init", ACC_RANK_SCHED, ACC_FORK_HOLD);
 
@@ -79,6 +83,7 @@ static void atfork_child(void)
     g.forked = 1;
     ACC_STORE(&g.kernel_ok, -1);
     ACC_STORE(&g.last_sweep_ns, 0);
+    ACC_STORE(&g.retry_ns, 0);
     tls_tid = 0;
     acc_counters_child_reset();
     acc_pool_child_reset();
@@ -163,7 +168,7 @@ static void discover_cpus(acc_shm_table *t)
  * over: its counts already reached the totals when they were published. */
 static void claim_slot(acc_shm_table *t)
 {
-    uint64_t start = acc_proc_start_time(g.pid);
+    uint64_t start = g.start;
     ACC_STORE(&g.proc, &g.own_proc);
     /* Never-used slots first, so that accelaes-stat can still show what recently exited
      * processes did; then the first slot of a dead process. */
@@ -224,6 +229,7 @@ static void attach_locked(void)
     if (t == NULL && (t = map_table()) == NULL)
         return;
     g.pid = (int32_t)getpid();
+    g.start = acc_proc_start_time(g.pid);
     ACC_STORE(&g.proc, &g.own_proc);
     if (acc_shm_lock(t) == 0) {
         claim_slot(t);
@@ -239,19 +245,23 @@ static acc_shm_table *init_slow(void)
     pthread_once(&g_once, init_once);
     if (!acc_sched_kernel_ok())
         return NULL;
+    /* The table lock could not be had lately (a word another process wrote): do not wait for it
+     * on every request; such requests run inline. */
+    if (acc_now_ns() < ACC_LOAD(&g.retry_ns))
+        return NULL;
     pthread_mutex_lock(&g.lock);
     if (!ACC_LOAD(&g.ready)) {
         if (g.forked || g.tab == NULL)
             attach_locked();
         g.forked = 0;      /* from here on, this process is attached as any other */
         acc_shm_table *t = g.tab;
-        if (t != NULL) {
+        if (t != NULL && acc_shm_lock(t) == 0) {
             g.ncpu = 0;
-            if (acc_shm_lock(t) == 0) {
-                discover_cpus(t);
-                acc_shm_unlock(t);
-            }
+            discover_cpus(t);
+            acc_shm_unlock(t);
             ACC_STORE_REL(&g.ready, 1);
+        } else if (t != NULL) {
+            ACC_STORE(&g.retry_ns, acc_now_ns() + INIT_RETRY_NS);
         }
     }
     pthread_mutex_unlock(&g.lock);
@@ -358,6 +368,15 @@ int acc_sched_cpu_unit(int i, int *cpu)
 
 /* ---- take / release ---- */
 
+/* The holder of u (owner word cur) still exists. Its process start time is read only for a unit
+ * held longer than any request takes: a CPU piece or a GPU run lasts milliseconds, a holder
+ * killed with -9 holds for ever, and its pid may meanwhile name another process. */
+static int holder_alive(acc_shm_unit *u, acc_owner_word cur)
+{
+    uint64_t held = acc_now_ns() - ACC_LOAD(&u->since_ns);
+    return acc_owner_alive(cur, held > REUSE_CHECK_NS ? ACC_LOAD(&u->owner_start) : 0);
+}
+
 int acc_sched_take(acc_shm_table *t, uint32_t id)
 {
     if (id >= acc_shm_nunits(t))
@@ -365,9 +384,16 @@ int acc_sched_take(acc_shm_table *t, uint32_t id)
     acc_shm_unit *u = &t->units[id];
     if (ACC_LOAD(&u->id) != id)
         return 0;
-    int rc = acc_lock_try(&u->lock, ACC_OWNER(g.pid, acc_sched_tid()), 1);
-    if (rc == 0)
-        return 0;
+    acc_owner_word me = ACC_OWNER(g.pid, acc_sched_tid());
+    int rc = acc_lock_try(&u->lock, me, 0);
+    if (rc == 0) {
+        acc_owner_word cur = ACC_LOAD(&u->lock);
+        if (cur == 0 || cur == me || holder_alive(u, cur)
+            || !__atomic_compare_exchange_n(&u->lock, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return 0;
+        rc = 2;
+    }
+    ACC_STORE(&u->owner_start, g.start);
     if (rc == 2) {
         /* The owner died holding it: the unit holds no data, so it is simply usable again. */
         ACC_ADD(&u->recoveries, 1);
@@ -393,7 +419,8 @@ void acc_sched_sweep(acc_shm_table *t, acc_unit_kind kind)
         if (ACC_LOAD(&u->kind) != (uint32_t)kind || ACC_LOAD(&u->state) != ACC_UNIT_BUSY)
             continue;
         /* BUSY with a free lock word is a state nobody holds (a damaged entry): fix it too. */
-        if (ACC_LOAD(&u->lock) != 0 && acc_tid_alive(ACC_LOAD(&u->owner_pid), ACC_LOAD(&u->owner_tid)))
+        acc_owner_word cur = ACC_LOAD(&u->lock);
+        if (cur != 0 && holder_alive(u, cur))
             continue;
         if (acc_sched_take(t, i))
             acc_sched_release((int)i, 0, 0);
@@ -471,6 +498,7 @@ void acc_sched_release(int unit, uint64_t bytes, uint64_t requests)
     ACC_ADD(&u->requests, requests);
     ACC_STORE(&u->owner_pid, 0);
     ACC_STORE(&u->owner_tid, 0);
+    ACC_STORE(&u->owner_start, 0);
     ACC_STORE(&u->since_ns, acc_now_ns());
     ACC_STORE_REL(&u->state, ACC_UNIT_IDLE);
     acc_lock_release(&u->lock, me);

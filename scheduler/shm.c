@@ -277,12 +277,13 @@ uint64_t acc_proc_start_time(pid_t pid)
         return 0;
     buf[n] = '\0';
     /* comm may hold spaces and parentheses: fields restart after the last ')'. starttime is
-     * field 22; after ") " comes field 3, so skip 19 more separators. */
+     * field 22. p starts at the space before field 3; each step moves to the space before the
+     * next field (the loop used to stop one field late, at vsize, which changes as memory grows). */
     char *p = strrchr(buf, ')');
     if (p == NULL)
         return 0;
     p++;
-    for (int f = 2; f < 22 && p != NULL; f++)
+    for (int f = 3; f < 22 && p != NULL; f++)
         p = strchr(p + 1, ' ');
     return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
 }
@@ -300,6 +301,15 @@ int acc_pid_alive(int32_t pid, uint64_t start_time)
             return 0;     /* the pid was reused */
     }
     return 1;
+}
+
+int acc_owner_alive(acc_owner_word w, uint64_t start)
+{
+    int32_t pid = ACC_OWNER_PID(w);
+    if (!acc_tid_alive(pid, ACC_OWNER_TID(w)))
+        return 0;
+    uint64_t now = start != 0 ? acc_proc_start_time(pid) : 0;
+    return now == 0 || now == start;
 }
 
 int acc_tid_alive(int32_t pid, int32_t tid)

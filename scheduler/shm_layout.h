@@ -10,7 +10,7 @@
 #include "scheduler/sched.h"
 
 #define ACC_SHM_MAGIC       0x53454c4543434131ULL   /* "1ACCELES", a version-independent tag */
-#define ACC_SHM_VERSION     2u     /* 2: owner-word locks instead of robust pthread mutexes */
+#define ACC_SHM_VERSION     3u     /* 2: owner-word locks instead of robust pthread mutexes; 3: units' owner_start */
 #define ACC_SHM_MAX_UNITS   1024u    /* CPU units and GPU slots together */
 #define ACC_SHM_MAX_PROCS   1024u    /* process slots; beyond this a process counts into totals only */
 #define ACC_SHM_MAX_WAITERS 256u     /* FIFO entries; beyond this a waiter polls instead */
@@ -47,6 +47,10 @@ typedef struct acc_shm_unit {
     uint64_t since_ns;            /* CLOCK_MONOTONIC of the last state change */
     uint64_t bytes, requests, recoveries;
     char devname[ACC_SHM_DEVNAME];/* GPU slots: the device, NUL-terminated (not trusted) */
+    /* The holder's process start time (/proc/<pid>/stat starttime), 0 while unknown: a holder
+     * killed with -9 whose pid now belongs to another process is told apart by it. Written
+     * after the lock word is taken and zeroed before it is released. */
+    uint64_t owner_start;
 } __attribute__((aligned(64))) acc_shm_unit;
 
 typedef struct acc_shm_proc {
@@ -123,13 +127,18 @@ void acc_shm_unmap(acc_shm_table *t);
  * no longer exists (checked only when check_dead), 0 held by someone else. */
 int acc_lock_try(acc_owner_word *w, acc_owner_word me, int check_dead);
 
+/* The holder named by owner word w is alive: its thread exists and, when start (its process's
+ * start time) is not 0, the process with that pid is the one that started then. */
+int acc_owner_alive(acc_owner_word w, uint64_t start);
+
 /* Free an owner word if `me` holds it (release ordering). */
 void acc_lock_release(acc_owner_word *w, acc_owner_word me);
 
 /* Lock the header lock, repairing the FIFO counters if a previous holder died. 0, or -1
- * when a live holder kept it for ACC_SHM_LOCK_WAIT_NS (stopped, or a damaged lock word):
- * every caller then does without it. */
-#define ACC_SHM_LOCK_WAIT_NS 2000000000ull
+ * when a live holder kept it for ACC_SHM_LOCK_WAIT_NS (stopped, or a lock word another process
+ * of the user wrote): every caller then does without it. Sections under the lock are scans of
+ * microseconds, so the wait is short: it bounds what a hostile word costs a request. */
+#define ACC_SHM_LOCK_WAIT_NS 2000000ull
 int acc_shm_lock(acc_shm_table *t);
 void acc_shm_unlock(acc_shm_table *t);
 

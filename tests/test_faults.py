@@ -326,3 +326,13 @@ def test_setuid_program_ignores_environment(tmp_path):
         for p in glob.glob(f"/dev/shm/accelaes-suid-{os.getpid()}*") + ([] if had_seg else [seg_path]):
             if os.path.exists(p):
                 os.unlink(p)
+
+
+def test_hostile_writer_costs_a_bounded_wait(openssl_env, shm_name):
+    """Another process of the user holds the table lock through a live thread and keeps nwaiting[]
+    at 1 (then also plants waiters): 1 MiB requests must stay near their inline time
+    (tests/c/test_hostile_writer.c; before, every unit release waited 2 s for the lock)."""
+    from conftest import run_c_test
+    env = dict(openssl_env, ACCELAES_SHM_NAME=shm_name + "-hostile")
+    out = run_c_test("test_hostile_writer", env, timeout=300)
+    print("\n".join(ln for ln in out.splitlines() if ln.startswith("info:")))

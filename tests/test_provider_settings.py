@@ -45,6 +45,8 @@ def test_provider_params(require_provider, openssl_env):
 @pytest.mark.parametrize("name,value", [
     ("BACKEND", "gpu"), ("BACKEND", ""), ("WORKERS", "-1"), ("WORKERS", "many"), ("WORKERS", "5000"),
     ("SPLIT_MIN", "0"), ("SPLIT_MIN", "12q"), ("SPLIT_MIN", "99999999999999999999"),
+    # 2^54 + 1 KiB: shifted by 10 before the range check it wrapped to 1 KiB and was accepted
+    ("SPLIT_MIN", "18014398509481985k"), ("GPU_MIN", "17592186044417m"), ("SPLIT_MIN", "1025g"),
     ("GPU_MIN", "-5"), ("SHM", "maybe"),
 ])
 def test_bad_env_setting_refuses_load(require_provider, openssl_env, name, value):
@@ -59,6 +61,7 @@ def test_bad_env_setting_refuses_load(require_provider, openssl_env, name, value
 @pytest.mark.parametrize("extra", [
     {"ACCELAES_BACKEND": "cpu"}, {"ACCELAES_BACKEND": "AUTO"}, {"ACCELAES_WORKERS": "1"},
     {"ACCELAES_WORKERS": "auto"}, {"ACCELAES_SPLIT_MIN": "64k"}, {"ACCELAES_SPLIT_MIN": "16"},
+    {"ACCELAES_SPLIT_MIN": "1024g"},
     {"ACCELAES_GPU_MIN": "auto"}, {"ACCELAES_GPU_MIN": "1m"}, {"ACCELAES_SHM": "off"},
     {"ACCELAES_SHM": "on"},
 ])

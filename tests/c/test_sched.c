@@ -3,6 +3,8 @@
  * a thread dying while it holds a unit. Multi-process cases: test_sched_mp.c and pytest. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include "tests/c/test_sched_common.h"
 
 static int count_busy(acc_shm_table *t, int kind)
@@ -178,6 +180,84 @@ static void test_thread_death(void)
     CHECK(acc_sched_proc()->events[ACC_EV_RECOVERY] == prec0 + 1, "process recoveries");
 }
 
+/* ---- liveness across memory growth and pid reuse ---- */
+
+/* Field 22 of /proc/self/stat, parsed here independently of the scheduler's parser. */
+static unsigned long long stat_starttime(void)
+{
+    char buf[1024];
+    unsigned long long st = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                            &st) != 1)
+        st = 0;
+    return st;
+}
+
+static void test_start_time(void)
+{
+    acc_shm_proc *p = acc_sched_proc();
+    uint64_t st = ACC_LOAD(&p->start_time);
+    CHECK(st != 0 && st == stat_starttime(), "slot start time %llu, /proc says %llu",
+          (unsigned long long)st, stat_starttime());
+    /* Memory grows after the slot was claimed (every busy server): the process stays alive. */
+    size_t len = 64u << 20;
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) {
+        memset(m, 1, len);
+        CHECK(acc_pid_alive(getpid(), st), "a process whose memory grew is taken for dead");
+        munmap(m, len);
+    }
+}
+
+/* A holder killed with -9 whose pid now names another live process: the unit is recovered. */
+static void test_pid_reuse(void)
+{
+    acc_shm_table *t = acc_sched_table();
+    pid_t other = fork();
+    if (other == 0) {
+        pause();
+        _exit(0);
+    }
+    int id = acc_sched_try_acquire(ACC_UNIT_CPU);
+    CHECK(id >= 0, "no unit to stage the case with");
+    if (id >= 0) {
+        /* Stage what a dead holder leaves: its word names `other` (pid == tid, alive), with a
+         * start time that is not other's, held long ago. */
+        acc_shm_unit *u = &t->units[id];
+        ACC_STORE(&u->owner_start, acc_proc_start_time(other) + 12345);
+        ACC_STORE(&u->owner_pid, other);
+        ACC_STORE(&u->owner_tid, other);
+        ACC_STORE(&u->since_ns, acc_now_ns() - 1000000000ull);
+        ACC_STORE(&u->lock, ACC_OWNER(other, other));
+        uint64_t rec0 = ACC_LOAD(&u->recoveries);
+        int ok = 0;
+        for (int i = 0; i < 200 && !ok; i++) {
+            sleep_us(2000);
+            int got = acc_sched_try_acquire(ACC_UNIT_CPU);
+            if (got >= 0)
+                acc_sched_release(got, 0, 0);
+            ok = ACC_LOAD(&u->state) == ACC_UNIT_IDLE && ACC_LOAD(&u->lock) == 0;
+        }
+        CHECK(ok && ACC_LOAD(&u->recoveries) == rec0 + 1, "unit %d stays BUSY for a reused pid", id);
+        /* The same word with the right start time is a live holder: not taken. */
+        ACC_STORE(&u->owner_start, acc_proc_start_time(other));
+        ACC_STORE(&u->since_ns, acc_now_ns() - 1000000000ull);
+        ACC_STORE(&u->state, ACC_UNIT_BUSY);
+        ACC_STORE(&u->lock, ACC_OWNER(other, other));
+        CHECK(!acc_sched_take(t, (uint32_t)id), "a live holder's unit was taken");
+        ACC_STORE(&u->lock, 0);
+        ACC_STORE(&u->state, ACC_UNIT_IDLE);
+    }
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+}
+
 /* ---- counters ---- */
 static void test_counters(void)
 {
@@ -234,6 +314,8 @@ int main(void)
     test_gpu_and_fifo();
     test_thread_death();
     test_counters();
+    test_start_time();
+    test_pid_reuse();
     shm_unlink(segname);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
