@@ -29,5 +29,6 @@ def test_fork_with_every_lock_held(openssl_env):
     run_c_test("test_fork_locks", openssl_env)
 
 
-def test_free_while_waiting_in_a_paused_job(module_env):
-    run_c_test("test_async_free", module_env)
+@pytest.mark.parametrize("cipher", ["AES-128-CBC", "AES-128-CBC-HMAC-SHA1"])
+def test_free_while_waiting_in_a_paused_job(module_env, cipher):
+    run_c_test("test_async_free", module_env, args=[cipher])
