@@ -1,76 +1,175 @@
-/* tools/accelaes-stat.c: shows the user's unit table (units, live processes, totals), like
- * `top`; --json for scripts and tests, --watch to refresh every second. It reads a private
- * copy of the segment and trusts nothing in it, so a corrupt segment cannot crash it. */
+/* tools/accelaes-stat.c: shows a unit table (units, live processes, totals), like `top`; --json
+ * for scripts and tests, --watch to refresh every second, --user and --all-users for root.
+ *
+ * Everything under /dev/shm and in a segment is untrusted: another user can put a FIFO, a
+ * symlink or a damaged file at any name there. So the name is opened without blocking and
+ * without following links, fstat decides whether it is a table of the expected owner at all,
+ * and only then is it copied into private memory with pread (never mapped: a concurrent
+ * truncation gives a short read, not a SIGBUS, and a reader, root included, cannot write to it).
+ *
+ * Stopping: SIGINT and SIGTERM end the program at once (_exit), except while a finished line is
+ * being written to stdout; then the line gets STOP_GRACE_NS to finish and the program ends anyway
+ * (a reader that stopped reading must not keep it alive). Output is built in memory first, so
+ * nothing but that write can block on stdout. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "scheduler/shm_layout.h"
 
+#define SHM_DIR        "/dev/shm"   /* where glibc's shm_open keeps segments */
+#define SEG_PREFIX     "accelaes."
+#define MAX_USERS      4096         /* --all-users shows at most this many tables */
+#define STOP_GRACE_NS  50000000L    /* to finish a line after a signal: well under 100 ms */
+
 static const char *path_names[ACC_PATH_COUNT] = { "inline", "split", "batch", "gpu" };
 
+enum { READ_OK = 0, REFUSED_NOT_FILE = 1, REFUSED_OPEN = 2 };
+
 typedef struct snapshot {
-    char name[ACC_SHM_NAME_MAX + 1];
-    int exists;              /* a segment file is there */
-    const char *error;       /* why it cannot be used (NULL: fine, or absent) */
+    char name[ACC_SHM_NAME_MAX + 1];  /* "/accelaes.<uid>" or $ACCELAES_SHM_NAME */
+    uid_t uid;               /* the owner it must have: the uid in its name, or ours */
+    int exists;              /* something is there under that name */
+    int refused;             /* READ_OK, or why it could not be read at all (exit status 1) */
+    const char *error;       /* why it is not shown (NULL: fine, or absent) */
+    char why[160];           /* storage for error */
     acc_shm_table *t;        /* private copy, valid when exists && !error */
 } snapshot;
 
-/* Read the whole segment into private memory: a concurrent truncation then gives a short
- * read, not a SIGBUS, and nothing changes under our checks. */
+typedef struct opts {
+    int json, watch, all_users, one_user;
+    uid_t user;              /* --user */
+} opts;
+
+static DIR *shm_dir;         /* /dev/shm, opened once; NULL when there is none */
+
+static void __attribute__((format(printf, 3, 4))) set_error(snapshot *s, int refused, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->why, sizeof(s->why), fmt, ap);
+    va_end(ap);
+    s->error = s->why;
+    s->refused = refused;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISDIR(m) ? "a directory" : "not a file";
+}
+
+/* acc_shm_check_fd's checks, against the uid the name belongs to rather than always ours. */
+static int check_file(int fd, snapshot *s)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        set_error(s, REFUSED_OPEN, "cannot stat it: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        set_error(s, REFUSED_NOT_FILE, "not a regular file (%s)", file_kind(st.st_mode));
+    else if (st.st_uid != s->uid)
+        set_error(s, READ_OK, "owned by another user (uid %u, not %u)", (unsigned)st.st_uid, (unsigned)s->uid);
+    else if ((st.st_mode & 07777) != 0600)
+        set_error(s, READ_OK, "mode is %04o, not 0600", (unsigned)(st.st_mode & 07777));
+    else if ((uint64_t)st.st_size != sizeof(acc_shm_table))
+        set_error(s, READ_OK, "wrong size (%lld bytes; another version?)", (long long)st.st_size);
+    return s->error != NULL ? -1 : 0;
+}
+
+static void open_error(snapshot *s, int err)
+{
+    if (err == ENOENT)
+        return;              /* absent: nothing to show, not an error */
+    s->exists = 1;
+    if (err == ELOOP)        /* O_NOFOLLOW; reported like a damaged segment, as before */
+        set_error(s, READ_OK, "the segment is a symlink");
+    else if (err == ENXIO)   /* what open says for a socket */
+        set_error(s, REFUSED_NOT_FILE, "not a regular file (a socket)");
+    else if ((err == EACCES || err == EPERM) && s->uid != geteuid())
+        set_error(s, REFUSED_OPEN, "permission denied (only root may read another user's table)");
+    else
+        set_error(s, REFUSED_OPEN, "cannot open it: %s", strerror(err));
+}
+
+/* Open without blocking (a FIFO would wait for a writer for ever) or following a link, check
+ * the file, then copy it: nothing in it is used before acc_shm_check_header accepts it. */
 static void take_snapshot(snapshot *s)
 {
     s->exists = 0;
+    s->refused = READ_OK;
     s->error = NULL;
-    if (acc_shm_name(s->name, sizeof(s->name)) != 0) {
-        snprintf(s->name, sizeof(s->name), "%s", "(invalid ACCELAES_SHM_NAME)");
-        s->error = "invalid ACCELAES_SHM_NAME";
-        return;
-    }
-    int fd = shm_open(s->name, O_RDONLY | O_NOFOLLOW, 0);
+    int fd = shm_dir == NULL ? (errno = ENOENT, -1)
+           : openat(dirfd(shm_dir), s->name + 1, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
-        if (errno != ENOENT) {
-            s->exists = 1;
-            s->error = errno == ELOOP ? "the segment is a symlink" : "cannot open the segment";
-        }
+        open_error(s, errno);
         return;
     }
     s->exists = 1;
-    if (acc_shm_check_fd(fd, &s->error) == 0) {
+    if (check_file(fd, s) == 0) {
         size_t got = 0, want = sizeof(acc_shm_table);
         while (got < want) {
             ssize_t n = pread(fd, (char *)s->t + got, want - got, (off_t)got);
+            if (n < 0 && errno == EINTR)
+                continue;
             if (n <= 0)
                 break;
             got += (size_t)n;
         }
         if (got != want)
-            s->error = "the segment changed size while being read";
+            set_error(s, READ_OK, "the segment changed size while being read");
         else
             acc_shm_check_header(s->t, &s->error);
     }
     close(fd);
 }
 
-static void json_str(const char *str, size_t max)
+/* A uid as written in a segment name: decimal, and for names (strict) exactly as the scheduler
+ * prints it (no sign, no leading zero), so "accelaes.0012" is nobody's table. */
+static int parse_uid(const char *str, int strict, uid_t *uid)
 {
-    putchar('"');
+    size_t n = strlen(str);
+    if (n == 0 || n > 10 || strspn(str, "0123456789") != n || (strict && str[0] == '0' && n > 1))
+        return -1;
+    unsigned long long v = strtoull(str, NULL, 10);
+    if (v >= 0xffffffffULL)   /* (uid_t)-1 is "no uid" */
+        return -1;
+    *uid = (uid_t)v;
+    return 0;
+}
+
+/* "nobody (uid 65534)", or "uid 3000000000" for a uid without a passwd entry. */
+static const char *who(uid_t uid, char *buf, size_t len)
+{
+    struct passwd *pw = getpwuid(uid);
+    if (pw != NULL)
+        snprintf(buf, len, "%s (uid %u)", pw->pw_name, (unsigned)uid);
+    else
+        snprintf(buf, len, "uid %u", (unsigned)uid);
+    return buf;
+}
+
+static void json_str(FILE *out, const char *str, size_t max)
+{
+    fputc('"', out);
     for (size_t i = 0; i < max && str[i] != '\0'; i++) {
         unsigned char c = (unsigned char)str[i];
         if (c == '"' || c == '\\')
-            printf("\\%c", c);
+            fprintf(out, "\\%c", c);
         else if (c < 0x20 || c >= 0x7f)
-            printf("\\u%04x", c);   /* bytes from the segment are not trusted to be UTF-8 */
+            fprintf(out, "\\u%04x", c);   /* bytes from the segment are not trusted to be UTF-8 */
         else
-            putchar(c);
+            fputc(c, out);
     }
-    putchar('"');
+    fputc('"', out);
 }
 
 static const char *kind_name(uint32_t k)
@@ -83,68 +182,98 @@ static const char *state_name(uint32_t s)
     return s == ACC_UNIT_IDLE ? "idle" : s == ACC_UNIT_BUSY ? "busy" : "unknown";
 }
 
-static void print_json(const snapshot *s)
+/* Liveness comes from kill/tgkill with signal 0 and /proc/<pid>/stat (acc_pid_alive): neither
+ * sleeps on the target process (unlike /proc/<pid>/cmdline, which takes its mmap lock). */
+static void json_units(FILE *out, const acc_shm_table *t)
 {
-    const acc_shm_table *t = s->t;
-    int ok = s->exists && s->error == NULL;
-    printf("{\"shared\": %s, \"segment\": ", ok ? "true" : "false");
-    json_str(s->name, sizeof(s->name));
-    printf(", \"exists\": %s, \"now_ns\": %llu", s->exists ? "true" : "false",
-           (unsigned long long)acc_now_ns());   /* the clock of since_ns, to compute ages */
-    if (s->error != NULL) {
-        printf(", \"error\": ");
-        json_str(s->error, 200);
-    }
-    printf(", \"units\": [");
-    uint32_t n = ok ? acc_shm_nunits(t) : 0;
+    uint32_t n = acc_shm_nunits(t);
     for (uint32_t i = 0; i < n; i++) {
         const acc_shm_unit *u = &t->units[i];
-        printf("%s{\"id\": %u, \"kind\": \"%s\", \"cpu\": %d, \"node\": %d, \"state\": \"%s\", "
-               "\"owner_pid\": %d, \"owner_tid\": %d, \"owner_alive\": %s, \"since_ns\": %llu, "
-               "\"bytes\": %llu, \"requests\": %llu, \"recoveries\": %llu, \"device\": ",
-               i ? ", " : "", i, kind_name(u->kind), u->cpu, u->node, state_name(u->state),
-               u->owner_pid, u->owner_tid, acc_tid_alive(u->owner_pid, u->owner_tid) ? "true" : "false",
-               (unsigned long long)u->since_ns, (unsigned long long)u->bytes,
-               (unsigned long long)u->requests, (unsigned long long)u->recoveries);
-        json_str(u->devname, sizeof(u->devname));
-        printf("}");
+        fprintf(out, "%s{\"id\": %u, \"kind\": \"%s\", \"cpu\": %d, \"node\": %d, \"state\": \"%s\", "
+                "\"owner_pid\": %d, \"owner_tid\": %d, \"owner_alive\": %s, \"since_ns\": %llu, "
+                "\"bytes\": %llu, \"requests\": %llu, \"recoveries\": %llu, \"device\": ",
+                i ? ", " : "", i, kind_name(u->kind), u->cpu, u->node, state_name(u->state),
+                u->owner_pid, u->owner_tid, acc_tid_alive(u->owner_pid, u->owner_tid) ? "true" : "false",
+                (unsigned long long)u->since_ns, (unsigned long long)u->bytes,
+                (unsigned long long)u->requests, (unsigned long long)u->recoveries);
+        json_str(out, u->devname, sizeof(u->devname));
+        fputc('}', out);
     }
-    printf("], \"processes\": [");
+}
+
+/* A process's counts and the totals have the same keys; this closes the object. */
+static void json_counts(FILE *out, const char *sep, const uint64_t *bytes, const uint64_t *requests,
+                        const uint64_t *events)
+{
+    for (int k = 0; k < ACC_PATH_COUNT; k++)
+        fprintf(out, "%s\"%s_bytes\": %llu, \"%s_requests\": %llu", k ? ", " : sep, path_names[k],
+                (unsigned long long)bytes[k], path_names[k], (unsigned long long)requests[k]);
+    fprintf(out, ", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu}",
+            (unsigned long long)events[ACC_EV_WAIT], (unsigned long long)events[ACC_EV_RECOVERY],
+            (unsigned long long)events[ACC_EV_GPU_FALLBACK]);
+}
+
+static void json_procs(FILE *out, const acc_shm_table *t)
+{
     int first = 1;
-    for (uint32_t i = 0; ok && i < ACC_SHM_MAX_PROCS; i++) {
+    for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
         const acc_shm_proc *p = &t->procs[i];
         if (p->pid <= 0)
             continue;
-        printf("%s{\"pid\": %d, \"alive\": %s", first ? "" : ", ", p->pid,
-               acc_pid_alive(p->pid, p->start_time) ? "true" : "false");
-        for (int k = 0; k < ACC_PATH_COUNT; k++)
-            printf(", \"%s_bytes\": %llu, \"%s_requests\": %llu", path_names[k],
-                   (unsigned long long)p->bytes[k], path_names[k], (unsigned long long)p->requests[k]);
-        printf(", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu}",
-               (unsigned long long)p->events[ACC_EV_WAIT], (unsigned long long)p->events[ACC_EV_RECOVERY],
-               (unsigned long long)p->events[ACC_EV_GPU_FALLBACK]);
+        fprintf(out, "%s{\"pid\": %d, \"alive\": %s", first ? "" : ", ", p->pid,
+                acc_pid_alive(p->pid, p->start_time) ? "true" : "false");
+        json_counts(out, ", ", p->bytes, p->requests, p->events);
         first = 0;
     }
-    printf("], \"waiters\": [");
-    first = 1;
-    for (uint32_t i = 0; ok && i < ACC_SHM_MAX_WAITERS; i++) {
+}
+
+static void json_waiters(FILE *out, const acc_shm_table *t)
+{
+    int first = 1;
+    for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
         const acc_shm_waiter *w = &t->waiters[i];
         if (w->state != ACC_WAITER_WAITING)
             continue;
-        printf("%s{\"ticket\": %llu, \"pid\": %d, \"tid\": %d, \"kind\": \"%s\", \"alive\": %s}",
-               first ? "" : ", ", (unsigned long long)w->ticket, w->pid, w->tid, kind_name(w->kind),
-               acc_tid_alive(w->pid, w->tid) ? "true" : "false");
+        fprintf(out, "%s{\"ticket\": %llu, \"pid\": %d, \"tid\": %d, \"kind\": \"%s\", \"alive\": %s}",
+                first ? "" : ", ", (unsigned long long)w->ticket, w->pid, w->tid, kind_name(w->kind),
+                acc_tid_alive(w->pid, w->tid) ? "true" : "false");
         first = 0;
     }
-    printf("], \"totals\": {");
-    for (int k = 0; k < ACC_PATH_COUNT; k++)
-        printf("%s\"%s_bytes\": %llu, \"%s_requests\": %llu", k ? ", " : "", path_names[k],
-               ok ? (unsigned long long)t->hdr.bytes[k] : 0ULL, path_names[k],
-               ok ? (unsigned long long)t->hdr.requests[k] : 0ULL);
-    printf(", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu}}\n",
-           ok ? (unsigned long long)t->hdr.events[ACC_EV_WAIT] : 0ULL,
-           ok ? (unsigned long long)t->hdr.events[ACC_EV_RECOVERY] : 0ULL,
-           ok ? (unsigned long long)t->hdr.events[ACC_EV_GPU_FALLBACK] : 0ULL);
+}
+
+/* One table as a JSON object (no newline); an unusable or absent one has empty lists and zeros. */
+static void print_json(FILE *out, const snapshot *s)
+{
+    const acc_shm_table *t = s->t;
+    int ok = s->exists && s->error == NULL;
+    struct passwd *pw = getpwuid(s->uid);
+    fprintf(out, "{\"shared\": %s, \"segment\": ", ok ? "true" : "false");
+    json_str(out, s->name, sizeof(s->name));
+    fprintf(out, ", \"uid\": %u, \"user\": ", (unsigned)s->uid);
+    if (pw != NULL)
+        json_str(out, pw->pw_name, 256);
+    else
+        fputs("null", out);
+    fprintf(out, ", \"exists\": %s, \"now_ns\": %llu", s->exists ? "true" : "false",
+            (unsigned long long)acc_now_ns());   /* the clock of since_ns, to compute ages */
+    if (s->error != NULL) {
+        fprintf(out, ", \"error\": ");
+        json_str(out, s->error, 200);
+    }
+    fprintf(out, ", \"units\": [");
+    if (ok)
+        json_units(out, t);
+    fprintf(out, "], \"processes\": [");
+    if (ok)
+        json_procs(out, t);
+    fprintf(out, "], \"waiters\": [");
+    if (ok)
+        json_waiters(out, t);
+    static const acc_shm_hdr zero;
+    const acc_shm_hdr *h = ok ? &t->hdr : &zero;
+    fprintf(out, "], \"totals\": {");
+    json_counts(out, "", h->bytes, h->requests, h->events);
+    fputc('}', out);
 }
 
 static const char *human(uint64_t v, char *buf, size_t len)
@@ -173,23 +302,12 @@ static const char *age(uint64_t since, char *buf, size_t len)
     return buf;
 }
 
-static void print_text(const snapshot *s)
+static void text_units(FILE *out, const acc_shm_table *t)
 {
-    if (!s->exists) {
-        printf("accelaes-stat: no segment %s (no accelaes process has run for this user yet)\n", s->name);
-        return;
-    }
-    if (s->error != NULL) {
-        printf("accelaes-stat: segment %s is unusable: %s (processes use private tables)\n", s->name, s->error);
-        return;
-    }
-    const acc_shm_table *t = s->t;
     char b1[32], b2[32];
-    uint32_t n = acc_shm_nunits(t);
-    printf("segment %s: %u units\n\n", s->name, n);
-    printf("%4s %-4s %4s %4s %-5s %8s %8s %10s %12s %10s %5s %s\n", "id", "kind", "cpu", "node", "state",
-           "owner", "tid", "since", "bytes", "requests", "recov", "device");
-    for (uint32_t i = 0; i < n; i++) {
+    fprintf(out, "%4s %-4s %4s %4s %-5s %8s %8s %10s %12s %10s %5s %s\n", "id", "kind", "cpu", "node",
+            "state", "owner", "tid", "since", "bytes", "requests", "recov", "device");
+    for (uint32_t i = 0, n = acc_shm_nunits(t); i < n; i++) {
         const acc_shm_unit *u = &t->units[i];
         char dev[ACC_SHM_DEVNAME + 1];
         size_t k = 0;
@@ -204,16 +322,29 @@ static void print_text(const snapshot *s)
             snprintf(owner, sizeof(owner), "%d", u->owner_pid);
             snprintf(tid, sizeof(tid), "%d", u->owner_tid);
         }
-        printf("%4u %-4s %4d %4d %-5s %8s %8s %10s %12s %10llu %5llu %s\n", i, kind_name(u->kind), u->cpu,
-               u->node, st, owner, tid, age(u->since_ns, b1, sizeof(b1)),
-               human(u->bytes, b2, sizeof(b2)), (unsigned long long)u->requests,
-               (unsigned long long)u->recoveries, dev);
+        fprintf(out, "%4u %-4s %4d %4d %-5s %8s %8s %10s %12s %10llu %5llu %s\n", i, kind_name(u->kind),
+                u->cpu, u->node, st, owner, tid, age(u->since_ns, b1, sizeof(b1)),
+                human(u->bytes, b2, sizeof(b2)), (unsigned long long)u->requests,
+                (unsigned long long)u->recoveries, dev);
     }
-    printf("\n%8s %5s", "pid", "alive");
+}
+
+static void text_counts(FILE *out, const uint64_t *bytes, const uint64_t *requests, const uint64_t *events)
+{
+    char b[32];
     for (int k = 0; k < ACC_PATH_COUNT; k++)
-        printf(" %11s %8s", path_names[k], "req");
-    printf(" %6s %5s %6s\n", "waits", "recov", "gpu_fb");
-    int exited = 0;
+        fprintf(out, " %11s %8llu", human(bytes[k], b, sizeof(b)), (unsigned long long)requests[k]);
+    fprintf(out, " %6llu %5llu %6llu\n", (unsigned long long)events[ACC_EV_WAIT],
+            (unsigned long long)events[ACC_EV_RECOVERY], (unsigned long long)events[ACC_EV_GPU_FALLBACK]);
+}
+
+static void text_procs(FILE *out, const acc_shm_table *t)
+{
+    fprintf(out, "\n%8s %5s", "pid", "alive");
+    for (int k = 0; k < ACC_PATH_COUNT; k++)
+        fprintf(out, " %11s %8s", path_names[k], "req");
+    fprintf(out, " %6s %5s %6s\n", "waits", "recov", "gpu_fb");
+    int exited = 0, waiting = 0;
     for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
         const acc_shm_proc *p = &t->procs[i];
         if (p->pid <= 0)
@@ -222,80 +353,269 @@ static void print_text(const snapshot *s)
             exited++;      /* kept until the slot is needed; --json lists them */
             continue;
         }
-        printf("%8d %5s", p->pid, "yes");
-        for (int k = 0; k < ACC_PATH_COUNT; k++)
-            printf(" %11s %8llu", human(p->bytes[k], b1, sizeof(b1)), (unsigned long long)p->requests[k]);
-        printf(" %6llu %5llu %6llu\n", (unsigned long long)p->events[ACC_EV_WAIT],
-               (unsigned long long)p->events[ACC_EV_RECOVERY], (unsigned long long)p->events[ACC_EV_GPU_FALLBACK]);
+        fprintf(out, "%8d %5s", p->pid, "yes");
+        text_counts(out, p->bytes, p->requests, p->events);
     }
-    printf("\n%8s %5s", "totals", "");
-    for (int k = 0; k < ACC_PATH_COUNT; k++)
-        printf(" %11s %8llu", human(t->hdr.bytes[k], b1, sizeof(b1)), (unsigned long long)t->hdr.requests[k]);
-    printf(" %6llu %5llu %6llu\n", (unsigned long long)t->hdr.events[ACC_EV_WAIT],
-           (unsigned long long)t->hdr.events[ACC_EV_RECOVERY], (unsigned long long)t->hdr.events[ACC_EV_GPU_FALLBACK]);
+    fprintf(out, "\n%8s %5s", "totals", "");
+    text_counts(out, t->hdr.bytes, t->hdr.requests, t->hdr.events);
     if (exited)
-        printf("(%d exited processes not shown; their counts are in the totals, --json lists them)\n", exited);
-    int waiting = 0;
+        fprintf(out, "(%d exited processes not shown; their counts are in the totals, --json lists them)\n", exited);
     for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++)
         waiting += t->waiters[i].state == ACC_WAITER_WAITING;
     if (waiting)
-        printf("\n%d waiting in the FIFO\n", waiting);
+        fprintf(out, "\n%d waiting in the FIFO\n", waiting);
 }
 
-static volatile sig_atomic_t stop;
+static void print_text(FILE *out, const snapshot *s)
+{
+    char user[320];
+    if (!s->exists)
+        fprintf(out, "accelaes-stat: no segment %s (no accelaes process has run for this user yet)\n", s->name);
+    else if (s->refused != READ_OK)
+        fprintf(out, "accelaes-stat: cannot read segment %s: %s\n", s->name, s->error);
+    else if (s->error != NULL)
+        fprintf(out, "accelaes-stat: segment %s is unusable: %s (processes use private tables)\n", s->name, s->error);
+    else {
+        fprintf(out, "segment %s of %s: %u units\n\n", s->name, who(s->uid, user, sizeof(user)),
+                acc_shm_nunits(s->t));
+        text_units(out, s->t);
+        text_procs(out, s->t);
+    }
+}
 
-static void on_signal(int sig)
+static int cmp_uid(const void *a, const void *b)
+{
+    uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The uids that have a /dev/shm/accelaes.<uid>, sorted. Exactly that name (not the scheduler's
+ * temporary names, nor tests' own), and only what readdir says is a regular file (or does not
+ * say): symlinks and FIFOs are not even opened. -1 when /dev/shm cannot be listed. */
+static int scan_users(uid_t *uids, size_t max, size_t *n, size_t *more)
+{
+    *n = *more = 0;
+    if (shm_dir == NULL)
+        return -1;
+    rewinddir(shm_dir);      /* re-reads the directory: --watch sees new users */
+    struct dirent *e;
+    while ((e = readdir(shm_dir)) != NULL) {
+        uid_t uid;
+        if (strncmp(e->d_name, SEG_PREFIX, strlen(SEG_PREFIX)) != 0
+            || parse_uid(e->d_name + strlen(SEG_PREFIX), 1, &uid) != 0
+            || (e->d_type != DT_REG && e->d_type != DT_UNKNOWN))
+            continue;
+        if (*n < max)
+            uids[(*n)++] = uid;
+        else
+            (*more)++;
+    }
+    qsort(uids, *n, sizeof(*uids), cmp_uid);
+    return 0;
+}
+
+/* The table of one user, or $ACCELAES_SHM_NAME's: 1 when it could not be read at all. */
+static int show_one(FILE *out, const opts *o, snapshot *s)
+{
+    if (o->one_user) {
+        snprintf(s->name, sizeof(s->name), "/" SEG_PREFIX "%u", (unsigned)o->user);
+        s->uid = o->user;
+    } else {
+        s->uid = geteuid();  /* as the scheduler: its own segment is owned by the effective uid */
+        if (acc_shm_name(s->name, sizeof(s->name)) != 0) {
+            fprintf(stderr, "accelaes-stat: invalid ACCELAES_SHM_NAME (\"/name\", no other '/')\n");
+            return 2;
+        }
+    }
+    take_snapshot(s);
+    if (o->json) {
+        print_json(out, s);
+        fputc('\n', out);
+    } else
+        print_text(out, s);
+    if (s->refused != READ_OK && !o->watch)
+        fprintf(stderr, "accelaes-stat: " SHM_DIR "%s: %s\n", s->name, s->error);
+    return s->refused != READ_OK;
+}
+
+/* Every user's table: one JSON object keyed by uid, or one text block per user. A name that
+ * turns out not to be a regular file is skipped as the scan skips it; one that may not be read
+ * is listed with its error ("permission denied" for another user's table unless root). */
+static int show_all(FILE *out, const opts *o, snapshot *s)
+{
+    static uid_t uids[MAX_USERS];
+    size_t n, more, shown = 0;
+    if (scan_users(uids, MAX_USERS, &n, &more) != 0) {
+        fprintf(stderr, "accelaes-stat: cannot list " SHM_DIR "\n");
+        return 1;
+    }
+    char user[320];
+    fputs(o->json ? "{" : "", out);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(s->name, sizeof(s->name), "/" SEG_PREFIX "%u", (unsigned)uids[i]);
+        s->uid = uids[i];
+        take_snapshot(s);
+        if (!s->exists || s->refused == REFUSED_NOT_FILE)
+            continue;        /* gone since the scan, or a FIFO (...) put there */
+        if (o->json) {
+            fprintf(out, "%s\"%u\": ", shown ? ", " : "", (unsigned)uids[i]);
+            print_json(out, s);
+        } else {
+            fprintf(out, "%s== %s: %s ==\n", shown ? "\n" : "", who(uids[i], user, sizeof(user)), s->name);
+            print_text(out, s);
+        }
+        shown++;
+    }
+    fputs(o->json ? "}\n" : shown ? "" : "accelaes-stat: no accelaes segments in " SHM_DIR "\n", out);
+    if (more)
+        fprintf(stderr, "accelaes-stat: %zu more segments not shown (at most %u)\n", more, MAX_USERS);
+    return 0;
+}
+
+static volatile sig_atomic_t stopping, emitting, stop_status;
+static int watch_mode;
+static timer_t grace_timer;
+static int have_grace_timer;
+
+static void on_grace_over(int sig)
 {
     (void)sig;
-    stop = 1;
+    _exit(stop_status);
+}
+
+/* Nothing is half-done outside emit(): the segment is only read, and output is in memory. */
+static void on_stop(int sig)
+{
+    stop_status = watch_mode ? 0 : 128 + sig;   /* a signal is how a --watch normally ends */
+    stopping = 1;
+    if (!emitting || !have_grace_timer)
+        _exit(stop_status);
+    struct itimerspec its = { { 0, 0 }, { 0, STOP_GRACE_NS } };
+    timer_settime(grace_timer, 0, &its, NULL);   /* async-signal-safe */
+}
+
+static void setup_signals(int watch)
+{
+    watch_mode = watch;
+    struct sigevent ev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGALRM };
+    have_grace_timer = timer_create(CLOCK_MONOTONIC, &ev, &grace_timer) == 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGALRM);
+    sa.sa_handler = on_grace_over;       /* no SA_RESTART: a blocked write returns at once */
+    sigaction(SIGALRM, &sa, NULL);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The only place that may block on the reader of stdout; on_stop bounds it. */
+static void emit(const char *p, size_t n)
+{
+    emitting = 1;
+    while (n > 0) {
+        ssize_t w = write(STDOUT_FILENO, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        p += w;
+        n -= (size_t)w;
+    }
+    emitting = 0;
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: accelaes-stat [--json] [--watch]\n"
-               "  Shows the accelaes unit table of this user (segment /accelaes.<uid>, or\n"
-               "  $ACCELAES_SHM_NAME): units, live processes and cumulative totals.\n"
-               "  Inline counts of a running thread may lag by up to 64 KiB.\n");
+    fprintf(f,
+        "usage: accelaes-stat [--json] [--watch] [--user NAME|UID | --all-users]\n"
+        "  Shows an accelaes unit table: units, live processes and cumulative totals.\n"
+        "  Inline counts of a running thread may lag by up to 64 KiB.\n"
+        "  (default)    this user's table: /accelaes.<euid>, or $ACCELAES_SHM_NAME\n"
+        "  --user U     the table of user U (/accelaes.<uid>); another user's needs root\n"
+        "  --all-users  every /dev/shm/accelaes.<uid>, one block per user; without root,\n"
+        "               others' tables are listed as \"permission denied\"\n"
+        "  --json       one JSON object per refresh: {\"shared\", \"segment\", \"uid\", \"user\",\n"
+        "               \"exists\", \"now_ns\", [\"error\"], \"units\", \"processes\", \"waiters\",\n"
+        "               \"totals\"}; with --all-users an object of those keyed by uid:\n"
+        "               {\"0\": {...}, \"33\": {...}}\n"
+        "  --watch      refresh every second until SIGINT or SIGTERM (then exit 0)\n"
+        "  Exit status: 0 shown, or absent, or damaged (reported); 1 the name is not a\n"
+        "  regular file (FIFO, socket, device, directory) or may not be opened; 2 usage.\n");
 }
 
-int main(int argc, char **argv)
+/* 0 to run, 1 after --help, 2 on a usage error (said on stderr). */
+static int parse_args(int argc, char **argv, opts *o)
 {
-    int json = 0, watch = 0;
+    memset(o, 0, sizeof(*o));
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
-            json = 1;
+            o->json = 1;
         else if (strcmp(argv[i], "--watch") == 0)
-            watch = 1;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            o->watch = 1;
+        else if (strcmp(argv[i], "--all-users") == 0)
+            o->all_users = 1;
+        else if (strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+            struct passwd *pw = NULL;
+            const char *arg = argv[++i];
+            if (parse_uid(arg, 0, &o->user) != 0 && (pw = getpwnam(arg)) == NULL) {
+                fprintf(stderr, "accelaes-stat: no such user: %s\n", arg);
+                return 2;
+            }
+            if (pw != NULL)
+                o->user = pw->pw_uid;
+            o->one_user = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            return 0;
+            return 1;
         } else {
             usage(stderr);
             return 2;
         }
     }
+    if (o->one_user && o->all_users) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
     snapshot s;
     s.t = malloc(sizeof(acc_shm_table));
     if (s.t == NULL) {
         fprintf(stderr, "accelaes-stat: out of memory\n");
         return 1;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    do {
-        take_snapshot(&s);
-        if (watch && !json)
-            printf("\033[H\033[2J");
-        if (json)
-            print_json(&s);
-        else
-            print_text(&s);
-        fflush(stdout);
-        if (watch && !stop) {
-            struct timespec ts = { 1, 0 };
-            nanosleep(&ts, NULL);
+    setup_signals(o.watch);
+    shm_dir = opendir(SHM_DIR);
+    for (;;) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        if (out == NULL) {
+            fprintf(stderr, "accelaes-stat: out of memory\n");
+            return 1;
         }
-    } while (watch && !stop);
-    free(s.t);
-    return 0;
+        if (o.watch && !o.json)
+            fputs("\033[H\033[2J", out);
+        rc = o.all_users ? show_all(out, &o, &s) : show_one(out, &o, &s);
+        fclose(out);
+        if (rc != 2)
+            emit(buf, len);
+        free(buf);
+        if (!o.watch || rc == 2 || stopping)
+            break;
+        struct timespec ts = { 1, 0 };
+        nanosleep(&ts, NULL);  /* a signal ends the program here (on_stop) */
+    }
+    return stopping ? stop_status : rc;
 }
