@@ -23,8 +23,19 @@
 #define JOBS_DEFAULT 16
 #define JOBS_MAX 64
 
+/* A directory of the tree: IN_DIR/rel and OUT_DIR/rel, reached only through descriptors opened one name at a time
+ * with O_NOFOLLOW from the parent's, so that no symbolic link planted below IN_DIR or OUT_DIR is ever followed. */
+struct dir {
+    char *rel;         /* "" for the top; every job and message names files through it */
+    const char *name;  /* its last component, inside rel */
+    size_t parent;     /* index in run->dirs; the top (0) is always held */
+    int in, out;       /* held for the run, or -1 past the descriptor budget: then each file reopens them */
+    atomic_int no_tmpfile; /* this filesystem refused O_TMPFILE: outputs go through hidden temporaries */
+};
+
 struct job {
-    char *rel;  /* path relative to IN_DIR */
+    char *name; /* the file's name in its directory */
+    size_t dir; /* index in run->dirs */
     off_t size; /* from the walk's stat: the largest files go first */
 };
 
@@ -41,6 +52,11 @@ struct run {
     unsigned char key[EVP_MAX_KEY_LENGTH];
     const char *in_dir, *out_dir;
     int do_fsync, progress;
+    struct dir *dirs;
+    size_t ndirs, dcap;
+    size_t held, hold_max; /* directories whose descriptors are held (2 each), and how many may be */
+    int tmpfile;           /* outputs are O_TMPFILE files (0: hidden temporaries everywhere) */
+    atomic_int link_proc;  /* linkat through /proc/self/fd: AT_EMPTY_PATH was refused (no CAP_DAC_READ_SEARCH) */
     int inflight; /* files in flight per thread: 1 means no ASYNC jobs */
     size_t piece; /* PIECE_SYNC or PIECE_ASYNC */
     struct job *jobs;
@@ -66,8 +82,9 @@ struct slot {
                              * is whole blocks), a second piece when decrypting (the held-back block shifts it) */
     unsigned char *tail;    /* the final block: 2 * IVLEN bytes */
     const struct job *job;  /* the file, or NULL when the slot is free */
-    char *in_path, *out_path, *tmp;
+    char *tmp;              /* the hidden temporary's name, where the filesystem has no O_TMPFILE; else NULL */
     int in, out;
+    int din, dout, own_dirs; /* its directories' descriptors; own_dirs: reopened for this file, closed with it */
     const char *what; /* what failed in the stream, or NULL */
     int err, ssl_err; /* its errno; whether the reason is on OpenSSL's error queue */
     ASYNC_JOB *ajob;  /* the paused job transforming this file's piece, or NULL */
@@ -97,8 +114,15 @@ void files_report(struct run *r, const char *path, const char *what, const char 
 int files_read_key(const char *file, unsigned char *key, size_t keymax);
 /* "a/b", or a copy of a when b is empty; NULL when out of memory. */
 char *files_join(const char *a, const char *b);
-/* Opens IN_DIR/rel and a temporary output beside OUT_DIR/rel, writes or reads the IV and sets up the cipher.
- * 1: the slot holds the file, ready to stream; 0: failed, reported, and the slot is free again. */
+/* IN_DIR/rel/name for messages (name may be NULL); NULL when out of memory. */
+char *files_in_path(const struct run *r, const char *rel, const char *name);
+/* files_report of IN_DIR/rel/name. */
+void files_report_in(struct run *r, const char *rel, const char *name, const char *what, const char *why);
+/* Removes the temporaries that killed runs left in OUT_DIR/rel (descriptor out): names with the temporary mark whose
+ * process is gone. */
+void files_remove_stale(struct run *r, int out, const char *rel);
+/* Opens the input in its directory and an unnamed output in the matching OUT_DIR directory, writes or reads the IV
+ * and sets up the cipher. 1: the slot holds the file, ready to stream; 0: failed, reported, the slot free again. */
 int files_open(struct slot *s, const struct job *j);
 /* One step of a file: writes the piece transformed last (if any), then reads the next. 1: a piece is ready for
  * files_transform. 0: the file is over, its final block written, or something failed (s->what says what); either
@@ -109,8 +133,8 @@ int files_advance(struct slot *s);
 int files_transform(struct slot *s);
 /* The whole file, one piece after another (one file at a time per thread). 1 done, 0 failed. */
 int files_stream(struct slot *s);
-/* Closes the output, renames it into place (or removes it after a failure, which is reported), closes the input
- * and frees the slot for the next file. 1 done, 0 failed. */
+/* Gives the complete output its final name (or drops it after a failure, which is reported), closes the input and
+ * frees the slot for the next file. 1 done, 0 failed. */
 int files_finish(struct slot *s);
 
 #endif

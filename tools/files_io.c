@@ -1,8 +1,11 @@
-/* tools/files_io.c: accelaes-files' per-file work: the key file, and one input streamed through the cipher into a
- * temporary output that is renamed into place only when complete. */
+/* tools/files_io.c: accelaes-files' per-file work: the key file, and one input streamed through the cipher into an
+ * unnamed output (O_TMPFILE) that is linked into place only when complete, both opened relative to directory
+ * descriptors so that no symbolic link is ever followed below IN_DIR or OUT_DIR. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,23 @@ void files_report(struct run *r, const char *path, const char *what, const char 
     fprintf(stderr, "%saccelaes-files: %s: %s%s%s\n", r->progress ? "\r\033[K" : "", path, what,
             why ? ": " : "", why ? why : "");
     pthread_mutex_unlock(&r->err_lock);
+}
+
+char *files_in_path(const struct run *r, const char *rel, const char *name)
+{
+    char *s;
+
+    if (asprintf(&s, "%s%s%s%s%s", r->in_dir, rel[0] ? "/" : "", rel, name ? "/" : "", name ? name : "") < 0)
+        return NULL;
+    return s;
+}
+
+void files_report_in(struct run *r, const char *rel, const char *name, const char *what, const char *why)
+{
+    char *path = files_in_path(r, rel, name);
+
+    files_report(r, path ? path : name ? name : rel, what, why);
+    free(path);
 }
 
 static void report_ssl(struct run *r, const char *path, const char *what)
@@ -152,7 +172,7 @@ char *files_join(const char *a, const char *b)
     return asprintf(&s, "%s/%s", a, b) < 0 ? NULL : s;
 }
 
-/* ---- one file: IN -> temporary name -> final name ---- */
+/* ---- one file: IN_DIR/rel/name -> an unnamed output in OUT_DIR/rel -> its final name ---- */
 
 /* Records what failed (with errno, or with the reason on OpenSSL's queue) for files_finish to report; 0. */
 static int slot_fail(struct slot *s, const char *what, int ssl_err)
@@ -160,6 +180,13 @@ static int slot_fail(struct slot *s, const char *what, int ssl_err)
     s->what = what;
     s->err = ssl_err ? 0 : errno;
     s->ssl_err = ssl_err;
+    return 0;
+}
+
+/* Reports what failed for the slot's file, named by its input path; 0. */
+static int slot_report(struct slot *s, const char *what, const char *why)
+{
+    files_report_in(s->run, s->run->dirs[s->job->dir].rel, s->job->name, what, why);
     return 0;
 }
 
@@ -234,25 +261,192 @@ int files_stream(struct slot *s)
     return s->what == NULL;
 }
 
+/* ---- temporaries: names, and the stale ones of killed runs ---- */
+
+/* Hidden, the final name cut so that a long one still fits NAME_MAX, then a fixed mark, the pid and a sequence number,
+ * so that runs side by side never collide and later runs can tell whose it was. */
+#define TMP_MARK ".accelaes-tmp."
+
+static char *tmp_name(struct slot *s)
+{
+    char *t;
+
+    if (asprintf(&t, ".%.160s" TMP_MARK "%ld.%u", s->job->name, (long)getpid(),
+                 atomic_fetch_add(&s->run->tmp_seq, 1)) < 0)
+        return errno = ENOMEM, NULL;
+    return t;
+}
+
+/* The pid in a temporary's name, or 0 when the name is not one of ours. */
+static long tmp_pid(const char *name)
+{
+    const char *m = name[0] == '.' ? strstr(name + 1, TMP_MARK) : NULL;
+    long pid = 0;
+    unsigned seq;
+    int end = 0;
+
+    for (const char *next; m != NULL && (next = strstr(m + 1, TMP_MARK)) != NULL;)
+        m = next; /* the last mark: the final name may hold one too */
+    if (m == NULL || sscanf(m + strlen(TMP_MARK), "%ld.%u%n", &pid, &seq, &end) != 2 || m[strlen(TMP_MARK) + end])
+        return 0;
+    return pid > 0 ? pid : 0;
+}
+
+/* Called by the walk before any file is opened, so a temporary with this run's pid is stale too (a reused pid). A
+ * live pid is another run writing this directory now: its temporaries are left alone (a run in another pid
+ * namespace looks dead from here: do not share an OUT_DIR across containers). Complete outputs that a kill caught
+ * between link and rename go the same way: the next run writes them again from their inputs. */
+void files_remove_stale(struct run *r, int out, const char *rel)
+{
+    int fd = fcntl(out, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+    long pid;
+
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d)) != NULL)
+        if ((pid = tmp_pid(e->d_name)) > 0 && (pid == (long)getpid() || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)))
+            if (unlinkat(fd, e->d_name, 0) < 0 && errno != ENOENT) {
+                char *path = files_join(r->out_dir, rel), *p = path ? files_join(path, e->d_name) : NULL;
+
+                files_report(r, p ? p : e->d_name, "cannot remove a stale temporary", strerror(errno));
+                free(path), free(p);
+            }
+    closedir(d);
+}
+
+/* ---- opening and naming an output ---- */
+
+/* The descriptors of directory di: the held ones (0), or, past the budget, reopened name by name from the nearest
+ * held ancestor with the walk's O_NOFOLLOW (1: the caller closes them); -1 on failure. */
+static int dir_fds(const struct run *r, size_t di, int *in, int *out)
+{
+    const struct dir *d = &r->dirs[di];
+    int pin, pout, owned, err;
+
+    if (d->in >= 0) {
+        *in = d->in, *out = d->out;
+        return 0;
+    }
+    if ((owned = dir_fds(r, d->parent, &pin, &pout)) < 0)
+        return -1;
+    *in = openat(pin, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    *out = *in < 0 ? -1 : openat(pout, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    err = errno;
+    if (*out < 0 && *in >= 0)
+        close(*in);
+    if (owned)
+        close(pin), close(pout);
+    errno = err;
+    return *out < 0 ? -1 : 1;
+}
+
+/* An unnamed file in the output directory (O_TMPFILE): a kill at any moment takes it with it, so no partial output
+ * exists under any name. A filesystem without O_TMPFILE (EOPNOTSUPP; EISDIR from kernels before 3.11) gets a hidden
+ * temporary instead (O_EXCL | O_NOFOLLOW: never a planted file or link), removed on every failure path; one that a
+ * kill -9 leaves is removed by the next run (files_remove_stale). */
+static int open_output(struct slot *s)
+{
+    struct dir *d = &s->run->dirs[s->job->dir];
+
+    if (s->run->tmpfile && !atomic_load_explicit(&d->no_tmpfile, memory_order_relaxed)) {
+        s->out = openat(s->dout, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        if (s->out >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+            return s->out;
+        atomic_store_explicit(&d->no_tmpfile, 1, memory_order_relaxed);
+    }
+    for (int tries = 0; tries < 100; tries++) {
+        free(s->tmp);
+        if ((s->tmp = tmp_name(s)) == NULL)
+            return -1;
+        s->out = openat(s->dout, s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (s->out >= 0 || errno != EEXIST)
+            return s->out;
+    }
+    return -1;
+}
+
+/* linkat of an O_TMPFILE descriptor. AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (recent kernels also let the opener
+ * of the file) and says ENOENT without it; the /proc/self/fd name needs only /proc (checked at start). The first
+ * ENOENT moves the whole run to /proc. */
+static int link_fd(struct run *r, int fd, int dir, const char *name)
+{
+    char proc[32];
+
+    if (!atomic_load_explicit(&r->link_proc, memory_order_relaxed)) {
+        if (linkat(fd, "", dir, name, AT_EMPTY_PATH) == 0)
+            return 0;
+        if (errno != ENOENT)
+            return -1;
+        atomic_store_explicit(&r->link_proc, 1, memory_order_relaxed);
+    }
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, proc, dir, name, AT_SYMLINK_FOLLOW);
+}
+
+/* Names the complete unnamed output: straight under its final name when there is none yet. linkat never replaces a
+ * name, so an existing output (or whatever was planted there: a link is replaced, never followed) is replaced by a
+ * link to a temporary name and a rename over it: readers see the old file or the new one. A kill between the two
+ * leaves a complete file under the temporary name, for the next run to remove. */
+static int link_output(struct slot *s)
+{
+    const char *name = s->job->name;
+    char *tmp;
+    int ret = -1, err;
+
+    if (link_fd(s->run, s->out, s->dout, name) == 0)
+        return 0;
+    for (int tries = 0; errno == EEXIST && tries < 100; tries++) {
+        if ((tmp = tmp_name(s)) == NULL)
+            return -1;
+        if (link_fd(s->run, s->out, s->dout, tmp) == 0) {
+            if ((ret = renameat(s->dout, tmp, s->dout, name)) < 0)
+                err = errno, unlinkat(s->dout, tmp, 0), errno = err;
+            free(tmp);
+            return ret;
+        }
+        err = errno, free(tmp), errno = err;
+    }
+    return -1;
+}
+
 static void slot_clear(struct slot *s)
 {
     if (s->in >= 0)
         close(s->in);
     if (s->out >= 0)
         close(s->out);
-    s->in = s->out = -1;
-    free(s->in_path);
-    free(s->out_path);
+    if (s->own_dirs)
+        close(s->din), close(s->dout);
+    s->in = s->out = s->din = s->dout = -1;
+    s->own_dirs = 0;
     free(s->tmp);
-    s->in_path = s->out_path = s->tmp = NULL;
+    s->tmp = NULL;
     s->job = NULL;
+}
+
+/* The input: opened with O_NOFOLLOW (a link put in its place since the walk is refused) and O_NONBLOCK (a FIFO put
+ * there does not hang the thread; a regular file ignores the flag), then checked to be a regular file. */
+static int open_input(struct slot *s)
+{
+    struct stat st;
+
+    if ((s->in = openat(s->din, s->job->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+        return slot_report(s, "cannot open", errno == ELOOP ? "a symbolic link now, not followed" : strerror(errno));
+    if (fstat(s->in, &st) < 0)
+        return slot_report(s, "cannot open", strerror(errno));
+    if (!S_ISREG(st.st_mode)) /* it changed since the walk */
+        return slot_report(s, "no longer a regular file", NULL);
+    return 1;
 }
 
 int files_open(struct slot *s, const struct job *j)
 {
-    struct run *r = s->run;
-    const char *base;
-    struct stat st;
+    int owned;
 
     s->job = j;
     s->in = s->out = -1;
@@ -261,70 +455,72 @@ int files_open(struct slot *s, const struct job *j)
     s->n = 0;
     s->outl = 0;
     s->last = 0;
-    s->in_path = files_join(r->in_dir, j->rel);
-    s->out_path = files_join(r->out_dir, j->rel);
     s->tmp = NULL;
-    if (s->in_path == NULL || s->out_path == NULL) {
-        files_report(r, j->rel, "out of memory", NULL);
+    if ((owned = dir_fds(s->run, j->dir, &s->din, &s->dout)) < 0) {
+        slot_report(s, "cannot open its directories", strerror(errno));
         goto fail;
     }
-    if ((s->in = open(s->in_path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(s->in, &st) < 0) {
-        files_report(r, s->in_path, "cannot open", strerror(errno));
+    s->own_dirs = owned;
+    if (!open_input(s))
         goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) { /* it changed since the walk */
-        files_report(r, s->in_path, "no longer a regular file", NULL);
-        goto fail;
-    }
-    /* The temporary sits beside the final name (same filesystem, so rename is atomic), hidden by a dot; the name
-     * part is cut so that a long file name still leaves room under NAME_MAX. */
-    base = strrchr(s->out_path, '/') + 1;
-    for (int tries = 0; s->out < 0 && tries < 100; tries++) {
-        free(s->tmp);
-        if (asprintf(&s->tmp, "%.*s.%.160s.accelaes-tmp.%ld.%u", (int)(base - s->out_path), s->out_path, base,
-                     (long)getpid(), atomic_fetch_add(&r->tmp_seq, 1)) < 0) {
-            s->tmp = NULL;
-            files_report(r, s->in_path, "out of memory", NULL);
-            goto fail;
-        }
-        s->out = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (s->out < 0 && errno != EEXIST)
-            break;
-    }
-    if (s->out < 0) {
-        files_report(r, s->tmp, "cannot create", strerror(errno));
+    if (open_output(s) < 0) {
+        slot_report(s, "cannot create the output", strerror(errno));
         goto fail;
     }
     if (!start_stream(s))
-        return files_finish(s); /* reports, removes the temporary, frees the slot: 0 */
+        return files_finish(s); /* reports, drops the output, frees the slot: 0 */
     return 1;
 fail:
+    free(s->tmp);
+    s->tmp = NULL; /* not created: nothing to remove */
     slot_clear(s);
     return 0;
+}
+
+/* Without O_TMPFILE: close first (it reports delayed write errors, NFS), then rename into place. */
+static const char *finish_named(struct slot *s, const char *what, int *err)
+{
+    if (close(s->out) < 0 && what == NULL)
+        what = "close failed", *err = errno;
+    s->out = -1;
+    if (what == NULL && renameat(s->dout, s->tmp, s->dout, s->job->name) < 0)
+        what = "cannot rename into place", *err = errno;
+    if (what != NULL)
+        unlinkat(s->dout, s->tmp, 0);
+    return what;
+}
+
+/* O_TMPFILE: the name needs the descriptor, so close comes after it. The filesystems that have O_TMPFILE report
+ * write errors at write or fsync, not close; should one come anyway, the name just made is taken back. */
+static const char *finish_unnamed(struct slot *s, const char *what, int *err)
+{
+    if (what == NULL && link_output(s) < 0)
+        what = "cannot link into place", *err = errno;
+    if (close(s->out) < 0 && what == NULL) {
+        what = "close failed", *err = errno;
+        unlinkat(s->dout, s->job->name, 0);
+    }
+    s->out = -1;
+    return what;
 }
 
 int files_finish(struct slot *s)
 {
     struct run *r = s->run;
     const char *what = s->what;
-    int err = s->err, ok = 0;
+    int err = s->err;
 
     if (what == NULL && r->do_fsync && fsync(s->out) < 0)
         what = "fsync failed", err = errno;
-    /* close reports delayed write errors (NFS, quota): it is part of the write. */
-    if (close(s->out) < 0 && what == NULL)
-        what = "close failed", err = errno;
-    s->out = -1;
-    if (what == NULL && rename(s->tmp, s->out_path) < 0)
-        what = "cannot rename into place", err = errno;
-    if (what == NULL)
-        ok = 1;
-    else if (s->ssl_err && what == s->what)
-        report_ssl(r, s->in_path, what);
-    else
-        files_report(r, s->in_path, what, err ? strerror(err) : NULL);
-    if (!ok)
-        unlink(s->tmp);
+    what = s->tmp != NULL ? finish_named(s, what, &err) : finish_unnamed(s, what, &err);
+    if (what != NULL && s->ssl_err && what == s->what) {
+        char *path = files_in_path(r, r->dirs[s->job->dir].rel, s->job->name);
+
+        report_ssl(r, path ? path : s->job->name, what);
+        free(path);
+    } else if (what != NULL) {
+        slot_report(s, what, err ? strerror(err) : NULL);
+    }
     slot_clear(s);
-    return ok;
+    return what == NULL;
 }

@@ -189,7 +189,7 @@ static int worker_setup(struct worker *w, struct run *r, int nslots)
 
         w->nslots = i + 1;
         s->run = r;
-        s->in = s->out = -1;
+        s->in = s->out = s->din = s->dout = -1;
         s->buf = w->mem + (size_t)i * per;
         s->tail = s->buf + r->piece;
         s->out_buf = r->enc ? s->buf : s->tail + 2 * IVLEN;
@@ -268,7 +268,7 @@ int files_run(struct run *r, int nthreads)
 {
     struct worker *w = calloc((size_t)nthreads, sizeof(*w));
     int started = 0, ret = 0, nslots = r->inflight;
-    long room;
+    long room, per, base;
     double t0 = now();
 
     if (w == NULL || deal(r, nthreads) < 0) {
@@ -278,11 +278,14 @@ int files_run(struct run *r, int nthreads)
     }
     if ((size_t)nslots > (r->njobs + (size_t)nthreads - 1) / (size_t)nthreads) /* a worker's share of the files */
         nslots = (int)((r->njobs + (size_t)nthreads - 1) / (size_t)nthreads);
-    /* Each file in flight holds its input, its output and the provider's wait fd; the rest of the process keeps a
+    /* Each file in flight holds its input, its output and the provider's wait fd, and its two directories where
+     * they are not held (past the walk's budget); the held directories two each; the rest of the process keeps a
      * few dozen. Fewer files in flight where the limit is low, rather than files failing with EMFILE. */
-    room = reserve_fds(3L * nthreads * nslots + 64);
-    if (3L * nthreads * nslots + 64 > room)
-        nslots = room > 64 + 3L * nthreads ? (int)((room - 64) / (3L * nthreads)) : 1;
+    per = r->ndirs > r->held + 1 ? 5 : 3;
+    base = 64 + 2L * (long)(r->held + 1);
+    room = reserve_fds(per * nthreads * nslots + base);
+    if (per * nthreads * nslots + base > room)
+        nslots = room > base + per * nthreads ? (int)((room - base) / (per * nthreads)) : 1;
     for (int i = 0; i < nthreads; i++) {
         w[i].id = i;
         if (worker_setup(&w[i], r, nslots) < 0) {
