@@ -125,8 +125,10 @@ static int cpu_node(int cpu)
 {
 #ifdef HAVE_NUMA
     static int avail = -2;
+    /* libnuma reads /sys and prints a warning on stderr when it cannot (a sandbox that refuses
+     * files): ask it only where it can read what it needs. */
     if (avail == -2)
-        avail = numa_available();
+        avail = access("/sys/devices/system/node", R_OK | X_OK) == 0 ? numa_available() : -1;
     if (avail >= 0) {
         int node = numa_node_of_cpu(cpu);
         return node >= 0 ? node : 0;

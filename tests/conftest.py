@@ -170,15 +170,17 @@ def isolated(openssl_env):
     return run
 
 
-def run_c_test(name, env, timeout=120, args=()):
+def run_c_test(name, env, timeout=120, args=(), quiet=False):
     """Run build/tests/NAME; it must exit 0 and end with "N passed, 0 failed". N == 0 is a skip
-    whose reason is the program's "skipped: ..." line."""
+    whose reason is the program's "skipped: ..." line. quiet: nothing may appear on stderr (the
+    provider prints nothing where the default provider would not)."""
     path = BUILD / "tests" / name
     if not path.exists():
         pytest.skip(f"{path} is not built (run `make build-only`)")
     proc = subprocess.run([str(path), *args], env=env, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert not quiet or proc.stderr == "", proc.stderr[-3000:]
     last = out.strip().splitlines()[-1] if out.strip() else ""
     m = re.fullmatch(r"(\d+) passed, 0 failed", last)
     assert m, f"unexpected last line {last!r}\n{out[-3000:]}"

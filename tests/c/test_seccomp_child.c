@@ -35,9 +35,15 @@ static const size_t sizes[] = { 16, 64, 256, 1024, 8192, 16384, 65536, 262144, 1
 static EVP_CIPHER *acc[NCIPH], *ref[NCIPH];
 static unsigned char key[32], iv[16], *in, *out_a, *out_r;
 
-/* Allowed: what OpenSSH 9's seccomp sandbox allows that a cipher call can need; files refused
- * with EACCES as OpenSSH does (or allowed, with files_readable); everything else kills. */
-static int enter_sandbox(int files_readable)
+typedef enum {
+    FILES_REFUSED,     /* OpenSSH's: files refused with EACCES, anything outside the list kills */
+    FILES_READABLE,    /* files allowed, so the provider can see the filter; the rest kills */
+    ERRNO_SELF         /* no fork: the loading process itself, every other call refused with EPERM */
+} sandbox_mode;
+
+/* Allowed: what OpenSSH 9's seccomp sandbox allows that a cipher call can need. In ERRNO_SELF
+ * also CPU discovery, so that the split path gets as far as starting threads (refused). */
+static int enter_sandbox(sandbox_mode mode)
 {
     static const int allow[] = {
         SCMP_SYS(brk), SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep), SCMP_SYS(close),
@@ -47,8 +53,10 @@ static int enter_sandbox(int files_readable)
         SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(read), SCMP_SYS(rt_sigprocmask),
         SCMP_SYS(write), SCMP_SYS(fstat), SCMP_SYS(newfstatat),
     };
-    scmp_filter_ctx f = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    scmp_filter_ctx f = seccomp_init(mode == ERRNO_SELF ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_KILL_PROCESS);
     int rc = f == NULL ? -1 : 0;
+    if (rc == 0 && mode == ERRNO_SELF)
+        rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(sched_getaffinity), 0);
     for (size_t i = 0; rc == 0 && i < sizeof(allow) / sizeof(allow[0]); i++)
         rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, allow[i], 0);
 #ifdef __SANITIZE_ADDRESS__
@@ -57,7 +65,7 @@ static int enter_sandbox(int files_readable)
     if (rc == 0)
         rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(sigaltstack), 0);
 #endif
-    uint32_t files = files_readable ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(EACCES);
+    uint32_t files = mode == FILES_READABLE ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(EACCES);
     if (rc == 0)
         rc = seccomp_rule_add(f, files, SCMP_SYS(openat), 0);
     if (rc == 0)
@@ -96,6 +104,15 @@ static int run_all(void)
                     bad |= 1;
             }
     return bad;
+}
+
+/* Every cipher, both directions, all sizes: the bytes a run_all() adds to the totals at least. */
+static uint64_t want_bytes(void)
+{
+    uint64_t want = 0;
+    for (size_t s = 0; s < NSIZES; s++)
+        want += 2 * NCIPH * sizes[s];
+    return want;
 }
 
 static int async_job(void *arg)
@@ -142,11 +159,11 @@ static int run_failing(void)
  * forbids: under ASan the child runs it before entering the sandbox, which also skips it at exit. */
 void __lsan_do_leak_check(void) __attribute__((weak));
 
-static int child(int files_readable)
+static int sandboxed(sandbox_mode mode)
 {
     if (__lsan_do_leak_check)
         __lsan_do_leak_check();
-    if (enter_sandbox(files_readable) != 0)
+    if (enter_sandbox(mode) != 0)
         return 10;
     if (run_all() != 0)
         return 11;
@@ -157,25 +174,36 @@ static int child(int files_readable)
     return 0;
 }
 
+/* The segment's byte totals, through a mapping made once (before any sandbox). */
 static uint64_t totals(void)
 {
+    static acc_shm_table *t;
     const char *why = NULL;
     char name[ACC_SHM_NAME_MAX + 1];
-    if (acc_shm_name(name, sizeof(name)) != 0)
-        return 0;
-    acc_shm_table *t = acc_shm_attach(name, &why);
-    if (t == NULL)
-        return 0;
+    if (t == NULL && acc_shm_name(name, sizeof(name)) == 0)
+        t = acc_shm_attach(name, &why);
     uint64_t sum = 0;
-    for (int p = 0; p < ACC_PATH_COUNT; p++)
+    for (int p = 0; t != NULL && p < ACC_PATH_COUNT; p++)
         sum += ACC_LOAD(&t->hdr.bytes[p]);
-    acc_shm_unmap(t);
     return sum;
+}
+
+/* The loading process enters a sandbox that refuses (EPERM) what it does not list: the split
+ * path's threads and the batch's eventfd are refused, and the work must run inline, right. */
+static void errno_self(void)
+{
+    uint64_t before = totals();
+    int rc = sandboxed(ERRNO_SELF);
+    CHECK(rc == 0, "in an EPERM sandbox: %d (10 sandbox, 11 bytes, 12 async, 13 error path)", rc);
+    CHECK(totals() - before >= want_bytes(), "the bytes reached the totals: %llu",
+          (unsigned long long)(totals() - before));
 }
 
 int main(int argc, char **argv)
 {
-    int files_readable = argc > 1 && strcmp(argv[1], "files-readable") == 0;
+    const char *m = argc > 1 ? argv[1] : "";
+    sandbox_mode mode = strcmp(m, "files-readable") == 0 ? FILES_READABLE
+                        : strcmp(m, "errno-self") == 0 ? ERRNO_SELF : FILES_REFUSED;
     OSSL_PROVIDER *pd = OSSL_PROVIDER_load(NULL, "default"), *pa = OSSL_PROVIDER_load(NULL, "accelaes");
     CHECK(pd != NULL && pa != NULL, "providers load (OPENSSL_MODULES names build/)");
     if (pa == NULL) {
@@ -194,6 +222,11 @@ int main(int argc, char **argv)
         ref[c] = EVP_CIPHER_fetch(NULL, names[c], "provider=default");
         CHECK(acc[c] != NULL && ref[c] != NULL, "fetch %s", names[c]);
     }
+    if (mode == ERRNO_SELF) {
+        errno_self();
+        printf("%d passed, %d failed\n", passed, failed);
+        return failed != 0;
+    }
     /* The parent works first, as a server would before forking: pool threads, counters. */
     CHECK(run_all() == 0, "parent: accelaes differs from default");
     CHECK(run_async(), "parent: async");
@@ -203,7 +236,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0)
-        exit(child(files_readable));   /* exit, as sshd's child does: atexit handlers run in the sandbox */
+        exit(sandboxed(mode));   /* exit, as sshd's child does: atexit handlers run in the sandbox */
     int st = 0;
     waitpid(pid, &st, 0);
     if (WIFSIGNALED(st))
@@ -212,11 +245,7 @@ int main(int argc, char **argv)
     else
         CHECK(WEXITSTATUS(st) == 0, "child exit %d (10 sandbox, 11 bytes, 12 async, 13 error path)",
               WEXITSTATUS(st));
-    /* Every cipher, both directions, all sizes, in the child: that many bytes at least. */
-    uint64_t want = 0;
-    for (size_t s = 0; s < NSIZES; s++)
-        want += 2 * NCIPH * sizes[s];
-    uint64_t after = totals();
+    uint64_t want = want_bytes(), after = totals();
     CHECK(after - before >= want, "the child's bytes reached the totals: %llu new, want >= %llu",
           (unsigned long long)(after - before), (unsigned long long)want);
     for (size_t c = 0; c < NCIPH; c++) {
