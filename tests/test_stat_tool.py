@@ -192,7 +192,8 @@ def free_uid(taken):
 @pytest.fixture
 def users():
     """Real segments of nobody and of a passwd-less uid, made by workloads under those uids,
-    plus the files --all-users must skip or refuse. Yields (nobody, other, mismatch, fifo) uids."""
+    plus the files --all-users must skip or refuse: a FIFO and a symlink named accelaes.<their
+    owner's uid>, and near-miss names. Yields (nobody, other, mismatch, (fifo, link)) uids."""
     need_root()
     need(STAT, WORKER)
     if os.path.lexists(f"{SHM}/accelaes.{NOBODY}"):
@@ -200,7 +201,9 @@ def users():
     other = free_uid({NOBODY})
     mismatch = free_uid({NOBODY, other})
     fifo_uid = free_uid({NOBODY, other, mismatch})
-    made = [f"accelaes.{u}" for u in (NOBODY, other, mismatch, fifo_uid)] + ["accelaes.0012", "accelaes.12x"]
+    link_uid = free_uid({NOBODY, other, mismatch, fifo_uid})
+    made = [f"accelaes.{u}" for u in (NOBODY, other, mismatch, fifo_uid, link_uid)]
+    made += ["accelaes.0012", "accelaes.12x"]
     env = {k: v for k, v in os.environ.items() if k != "ACCELAES_SHM_NAME"}
     try:
         worker(env, "count", 0, 1_000_000, 0, 0, user=NOBODY)
@@ -209,9 +212,11 @@ def users():
         os.link(f"{SHM}/accelaes.{other}", f"{SHM}/accelaes.{mismatch}")
         os.mkfifo(f"{SHM}/accelaes.{fifo_uid}", 0o600)
         os.chown(f"{SHM}/accelaes.{fifo_uid}", fifo_uid, fifo_uid)
+        os.symlink(f"{SHM}/accelaes.{other}", f"{SHM}/accelaes.{link_uid}")
+        os.lchown(f"{SHM}/accelaes.{link_uid}", link_uid, link_uid)
         for junk in ("accelaes.0012", "accelaes.12x"):     # not exactly accelaes.<uid>
             shutil.copyfile(f"{SHM}/accelaes.{other}", f"{SHM}/{junk}")
-        yield NOBODY, other, mismatch, fifo_uid
+        yield NOBODY, other, mismatch, (fifo_uid, link_uid)
     finally:
         for entry in made:
             try:
@@ -226,7 +231,7 @@ def digest(uid):
 
 
 def test_all_users_as_root(users):
-    nobody, other, mismatch, fifo = users
+    nobody, other, mismatch, (fifo, link) = users
     before = {u: digest(u) for u in (nobody, other)}
     proc, took = run_stat("--all-users", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -234,7 +239,7 @@ def test_all_users_as_root(users):
     print(f"--all-users --json: {sorted(doc)} in {took * 1000:.0f} ms")
     mine = {str(u) for u in (nobody, other, mismatch)}
     assert mine <= set(doc)
-    assert str(fifo) not in doc and "12" not in doc and "0012" not in doc
+    assert not {str(fifo), str(link), "12", "0012"} & set(doc), sorted(doc)   # skipped, not refused
     n, o, m = doc[str(nobody)], doc[str(other)], doc[str(mismatch)]
     assert n["shared"] is True and n["uid"] == nobody and n["user"] == "nobody"
     assert n["segment"] == f"/accelaes.{nobody}" and n["totals"]["split_bytes"] == 1_000_000
