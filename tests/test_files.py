@@ -47,6 +47,7 @@ def keyfile(tmp_path, nbytes, text=None):
     key = secrets.token_bytes(nbytes)
     path = tmp_path / f"key{nbytes}.hex"
     path.write_text(text if text is not None else key.hex() + "\n")
+    path.chmod(0o600)  # a key file others may read is refused
     return key, path
 
 
@@ -210,6 +211,7 @@ def test_bad_key_file(tool, fileprov, openssl_env, tmp_path, case, cipher, text,
     kpath = tmp_path / "key"
     if text is not None:
         kpath.write_text(text)
+        kpath.chmod(0o600)
     res = run_tool(tool, "encrypt", cipher, kpath, src, tmp_path / "out", "--provider", fileprov, env=openssl_env)
     assert res.returncode == 2
     assert expect in res.stderr.decode() and str(kpath) in res.stderr.decode()
@@ -221,6 +223,7 @@ def test_key_with_whitespace(tool, fileprov, openssl_env, tmp_path):
     spaced = " ".join(key.hex()[i:i + 8] for i in range(0, 48, 8))
     kpath = tmp_path / "key"
     kpath.write_text("  " + spaced[:20] + "\n\t" + spaced[20:] + "\r\n\n")
+    kpath.chmod(0o600)
     src = tmp_path / "in"
     files = make_tree(src, [33])
     res = run_tool(tool, "encrypt", "aes-192-cbc", kpath, src, tmp_path / "out", "--provider", fileprov,
@@ -333,8 +336,10 @@ def test_unreadable_file(tool, fileprov, openssl_env, tmp_path):
         key, kpath = keyfile(base, 16)
         src = base / "in"
         files = make_tree(src, [100, 200, 300, 400])
-        for p in [base, kpath, *src.rglob("*")]:
+        for p in [base, *src.rglob("*")]:
             os.chmod(p, 0o777 if p.is_dir() else 0o644)
+        if cmd_prefix:
+            os.chown(kpath, 65534, 65534)  # nobody's own key, 0600
         os.chmod(src / "f001.bin", 0)
         res = subprocess.run(cmd_prefix + [str(tool_copy if cmd_prefix else TOOL), "encrypt", "--cipher", "aes-128-cbc", "--key-file",
                                            str(kpath), "--provider", fileprov, str(src), str(base / "out")],

@@ -1,5 +1,5 @@
-"""tests/test_files_hostile.py: build/accelaes-files where someone else can write OUT_DIR, or kills the run (issue #14
-items 3 and 4):
+"""tests/test_files_hostile.py: build/accelaes-files where someone else can write OUT_DIR, or kills the run, or left
+the key file open to others (issue #14 items 3 and 4):
 
 - a symbolic link planted where an output directory belongs (OUT_DIR/sub -> elsewhere) is never followed: the run
   fails for that subtree and nothing is written outside OUT_DIR;
@@ -7,6 +7,7 @@ items 3 and 4):
   included), ever holds a partial output;
 - temporaries that killed runs left (possible only where the filesystem has no O_TMPFILE, forced here with
   ACCELAES_FILES_NO_TMPFILE) are removed by the next run, and a live run's are left alone;
+- a key file that group or others may access is refused, unless --allow-unsafe-key-perms;
 - with a descriptor limit too low to hold every directory open, files reopen their directories and still work."""
 
 import os
@@ -209,6 +210,41 @@ def test_without_tmpfile_a_killed_run_is_cleaned_up(tool, fileprov, openssl_env,
     assert set(out) == set(files)
     for rel, data in files.items():
         assert openssl_decrypt("aes-128-ctr", key, out[rel].read_bytes()) == data, rel
+
+
+# ---- the key file ----
+
+@pytest.mark.parametrize("perm", [0o644, 0o640, 0o604, 0o620, 0o602, 0o610])
+def test_key_file_open_to_others_is_refused(tool, fileprov, openssl_env, tmp_path, perm):
+    key, kpath = keyfile(tmp_path, 16)
+    kpath.chmod(perm)
+    src, dst = tmp_path / "in", tmp_path / "out"
+    files = make_tree(src, [100])
+    res = run_tool(tool, "encrypt", "aes-128-cbc", kpath, src, dst, "--provider", fileprov, env=openssl_env)
+    err = res.stderr.decode()
+    assert res.returncode == 2, err
+    assert f"UNPROTECTED KEY FILE: permissions {perm:04o} for '{kpath}' are too open" in err
+    assert "--allow-unsafe-key-perms" in err
+    assert not dst.exists() or not any(dst.iterdir())
+    res = run_tool(tool, "encrypt", "aes-128-cbc", kpath, src, dst, "--provider", fileprov,
+                   "--allow-unsafe-key-perms", env=openssl_env)
+    assert res.returncode == 0, res.stderr.decode()
+    assert openssl_decrypt("aes-128-cbc", key, (dst / "sub/d0/f000.bin").read_bytes()) == files["sub/d0/f000.bin"]
+
+
+def test_private_key_file_is_taken(tool, fileprov, openssl_env, tmp_path):
+    """0600 and 0400 are fine, and so is a symbolic link to such a key (the check is on the file it names)."""
+    key, kpath = keyfile(tmp_path, 16)
+    src = tmp_path / "in"
+    make_tree(src, [100])
+    (tmp_path / "link").symlink_to(kpath)
+    for perm, path in ((0o600, kpath), (0o400, kpath), (0o400, tmp_path / "link")):
+        kpath.chmod(perm)
+        res = run_tool(tool, "encrypt", "aes-128-cbc", path, src, tmp_path / f"out{perm:o}", "--provider",
+                       fileprov, env=openssl_env)
+        assert res.returncode == 0, res.stderr.decode()
+    res = subprocess.run([str(tool), "--help"], capture_output=True)
+    assert res.returncode == 0 and b"--allow-unsafe-key-perms" in res.stdout
 
 
 # ---- many directories, few descriptors ----

@@ -28,10 +28,13 @@
 static const char usage[] =
 "usage: accelaes-files encrypt|decrypt --cipher aes-{128,192,256}-{cbc,ctr} --key-file KEYFILE\n"
 "                      IN_DIR OUT_DIR [--threads N] [--jobs N | --no-async] [--provider NAME] [--fsync] [--quiet]\n"
+"                      [--allow-unsafe-key-perms]\n"
 "\n"
 "Encrypts (or decrypts) every regular file under IN_DIR into OUT_DIR, with the same relative name.\n"
 "  --key-file   the key in hex (whitespace and newlines are ignored); 16, 24 or 32 bytes as the cipher needs.\n"
-"               The key is never taken from the command line.\n"
+"               The key is never taken from the command line. Like ssh, a key file that group or others may\n"
+"               access (mode & 077) is refused: UNPROTECTED KEY FILE.\n"
+"  --allow-unsafe-key-perms  take such a key file anyway.\n"
 "  --threads N  worker threads (default: the CPUs this process may run on). Each file is one stream.\n"
 "  --jobs N     CBC encryption: files in flight per thread, each streamed through an OpenSSL ASYNC job, so that\n"
 "               the provider runs their updates side by side in its multi-buffer lanes (default 16, at most 64;\n"
@@ -356,7 +359,7 @@ static int known_cipher(const char *c)
 int main(int argc, char **argv)
 {
     const char *mode = NULL, *cipher = NULL, *keyfile = NULL, *provider = "accelaes", *dirs[2] = { 0 };
-    int threads = 0, ndirs = 0, quiet = 0, keylen, status = 2, inflight = JOBS_DEFAULT;
+    int threads = 0, ndirs = 0, quiet = 0, keylen, status = 2, inflight = JOBS_DEFAULT, unsafe_key = 0;
     long room;
     char propq[128];
     struct run r;
@@ -402,6 +405,8 @@ int main(int argc, char **argv)
             r.do_fsync = 1;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = 1;
+        } else if (strcmp(a, "--allow-unsafe-key-perms") == 0) {
+            unsafe_key = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "accelaes-files: unknown option or missing value: %s\n%s", a, usage);
             return 2;
@@ -447,7 +452,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "accelaes-files: the %s provider does not offer %s\n", provider, cipher);
         goto out;
     }
-    keylen = files_read_key(keyfile, r.key, sizeof(r.key));
+    keylen = files_read_key(keyfile, r.key, sizeof(r.key), unsafe_key);
     if (keylen < 0)
         goto out;
     if (keylen != EVP_CIPHER_get_key_length(r.cipher)) {

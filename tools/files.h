@@ -110,8 +110,9 @@ struct worker {
 int files_run(struct run *r, int nthreads);
 /* One line on stderr: "accelaes-files: PATH: WHAT[: WHY]". */
 void files_report(struct run *r, const char *path, const char *what, const char *why);
-/* Reads a hex key (whitespace ignored); returns its length, or -1 after saying why on stderr. */
-int files_read_key(const char *file, unsigned char *key, size_t keymax);
+/* Reads a hex key (whitespace ignored); returns its length, or -1 after saying why on stderr. A key file that group
+ * or others may access is refused unless allow_unsafe. */
+int files_read_key(const char *file, unsigned char *key, size_t keymax, int allow_unsafe);
 /* "a/b", or a copy of a when b is empty; NULL when out of memory. */
 char *files_join(const char *a, const char *b);
 /* IN_DIR/rel/name for messages (name may be NULL); NULL when out of memory. */

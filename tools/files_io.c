@@ -70,7 +70,26 @@ static int hexval(int c)
     return -1;
 }
 
-int files_read_key(const char *file, unsigned char *key, size_t keymax)
+/* Like ssh with a private key: a key that group or others may read (or write: then they choose it) is refused,
+ * unless the user says otherwise. A symbolic link to the key is fine (the check is on the file it names, by
+ * fstat); a pipe (`--key-file <(...)`) is 0600. */
+static int key_perms_ok(int fd, const char *file, int allow_unsafe)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0) {
+        fprintf(stderr, "accelaes-files: key file %s: %s\n", file, strerror(errno));
+        return 0;
+    }
+    if ((st.st_mode & 077) == 0 || allow_unsafe)
+        return 1;
+    fprintf(stderr, "accelaes-files: UNPROTECTED KEY FILE: permissions %04o for '%s' are too open.\n"
+            "accelaes-files: a key file must not be accessible by group or others: chmod 600 it, or pass "
+            "--allow-unsafe-key-perms.\n", (unsigned)(st.st_mode & 07777), file);
+    return 0;
+}
+
+int files_read_key(const char *file, unsigned char *key, size_t keymax, int allow_unsafe)
 {
     char text[4096];
     size_t len = 0, n = 0;
@@ -81,6 +100,8 @@ int files_read_key(const char *file, unsigned char *key, size_t keymax)
         fprintf(stderr, "accelaes-files: key file %s: %s\n", file, strerror(errno));
         return -1;
     }
+    if (!key_perms_ok(fd, file, allow_unsafe))
+        goto out;
     while (len < sizeof(text) && (got = read(fd, text + len, sizeof(text) - len)) != 0) {
         if (got < 0) {
             if (errno == EINTR)
