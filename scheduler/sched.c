@@ -222,12 +222,10 @@ static void attach_locked(void)
         return;
     acc_shm_table *t = g.tab;
     /* A child gets a slot of its own; a private table is the parent's copy, with the parent's
-     * units held by threads the child does not have: start a fresh one. */
-    if (t != NULL && !g.shared) {
-        acc_shm_unmap(t);
-        ACC_STORE_REL(&g.tab, NULL);
+     * units held by threads the child does not have: start a fresh one. The copy stays mapped:
+     * another thread of the child may be adding its counts to it right now. */
+    if (t != NULL && !g.shared)
         t = NULL;
-    }
     if (t == NULL && (t = map_table()) == NULL)
         return;
     g.pid = (int32_t)getpid();
@@ -334,9 +332,9 @@ void acc_sched_configure(const acc_sched_conf *conf)
     if (conf == NULL)
         return;
     pthread_mutex_lock(&g.lock);
-    /* A forked child that configures (loads a provider of its own) attaches anew. */
+    /* A forked child that configures (loads a provider of its own) attaches anew. The parent's
+     * mapping stays mapped: another thread may be adding its counts to it right now. */
     if (g.forked && !ACC_LOAD(&g.ready) && g.tab != NULL) {
-        acc_shm_unmap(g.tab);
         ACC_STORE_REL(&g.tab, NULL);
         ACC_STORE(&g.proc, &g.own_proc);
     }
