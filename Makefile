@@ -78,8 +78,8 @@ $(BUILD)/libaccelaes.a: $(CORE_OBJ)
 $(BUILD)/accelaes.so: $(CORE_OBJ) provider/accelaes.map
 	$(CC) -shared -Wl,--version-script=provider/accelaes.map -Wl,-z,defs -o $@ $(CORE_OBJ) $(LDLIBS)
 
-$(BUILD)/accelaes-stat: tools/accelaes-stat.c $(BUILD)/libaccelaes.a
-	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+$(BUILD)/accelaes-stat: tools/accelaes-stat.c $(wildcard tools/stat_*.c tools/stat.h) $(BUILD)/libaccelaes.a
+	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(wildcard tools/stat_*.c) $(BUILD)/libaccelaes.a $(LDLIBS)
 
 $(BUILD)/accelaes-files: tools/accelaes-files.c $(wildcard tools/files_*.c tools/files.h) $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(wildcard tools/files_*.c) $(BUILD)/libaccelaes.a $(LDLIBS)

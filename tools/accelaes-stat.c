@@ -25,25 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 #include "scheduler/shm_layout.h"
+#include "tools/stat.h"
 
 #define SHM_DIR        "/dev/shm"   /* where glibc's shm_open keeps segments */
 #define SEG_PREFIX     "accelaes."
 #define MAX_USERS      4096         /* --all-users shows at most this many tables */
 #define STOP_GRACE_NS  50000000L    /* to finish a line after a signal: well under 100 ms */
-
-static const char *path_names[ACC_PATH_COUNT] = { "inline", "split", "batch", "gpu" };
-
-enum { READ_OK = 0, REFUSED_NOT_FILE = 1, REFUSED_OPEN = 2 };
-
-typedef struct snapshot {
-    char name[ACC_SHM_NAME_MAX + 1];  /* "/accelaes.<uid>" or $ACCELAES_SHM_NAME */
-    uid_t uid;               /* the owner it must have: the uid in its name, or ours */
-    int exists;              /* something is there under that name */
-    int refused;             /* READ_OK, or why it could not be read at all (exit status 1) */
-    const char *error;       /* why it is not shown (NULL: fine, or absent) */
-    char why[160];           /* storage for error */
-    acc_shm_table *t;        /* private copy, valid when exists && !error */
-} snapshot;
 
 typedef struct opts {
     int json, watch, all_users, one_user;
@@ -146,243 +133,6 @@ static int parse_uid(const char *str, int strict, uid_t *uid)
     return 0;
 }
 
-/* "nobody (uid 65534)", or "uid 3000000000" for a uid without a passwd entry. */
-static const char *who(uid_t uid, char *buf, size_t len)
-{
-    struct passwd *pw = getpwuid(uid);
-    if (pw != NULL)
-        snprintf(buf, len, "%s (uid %u)", pw->pw_name, (unsigned)uid);
-    else
-        snprintf(buf, len, "uid %u", (unsigned)uid);
-    return buf;
-}
-
-static void json_str(FILE *out, const char *str, size_t max)
-{
-    fputc('"', out);
-    for (size_t i = 0; i < max && str[i] != '\0'; i++) {
-        unsigned char c = (unsigned char)str[i];
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f)
-            fprintf(out, "\\u%04x", c);   /* bytes from the segment are not trusted to be UTF-8 */
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
-static const char *kind_name(uint32_t k)
-{
-    return k == ACC_UNIT_CPU ? "cpu" : k == ACC_UNIT_GPU ? "gpu" : "unknown";
-}
-
-static const char *state_name(uint32_t s)
-{
-    return s == ACC_UNIT_IDLE ? "idle" : s == ACC_UNIT_BUSY ? "busy" : "unknown";
-}
-
-/* Liveness comes from kill/tgkill with signal 0 and /proc/<pid>/stat (acc_pid_alive): neither
- * sleeps on the target process (unlike /proc/<pid>/cmdline, which takes its mmap lock). */
-static void json_units(FILE *out, const acc_shm_table *t)
-{
-    uint32_t n = acc_shm_nunits(t);
-    for (uint32_t i = 0; i < n; i++) {
-        const acc_shm_unit *u = &t->units[i];
-        fprintf(out, "%s{\"id\": %u, \"kind\": \"%s\", \"cpu\": %d, \"node\": %d, \"state\": \"%s\", "
-                "\"owner_pid\": %d, \"owner_tid\": %d, \"owner_alive\": %s, \"since_ns\": %llu, "
-                "\"bytes\": %llu, \"requests\": %llu, \"recoveries\": %llu, \"device\": ",
-                i ? ", " : "", i, kind_name(u->kind), u->cpu, u->node, state_name(u->state),
-                u->owner_pid, u->owner_tid, acc_tid_alive(u->owner_pid, u->owner_tid) ? "true" : "false",
-                (unsigned long long)u->since_ns, (unsigned long long)u->bytes,
-                (unsigned long long)u->requests, (unsigned long long)u->recoveries);
-        json_str(out, u->devname, sizeof(u->devname));
-        fputc('}', out);
-    }
-}
-
-/* A process's counts and the totals have the same keys; this closes the object. */
-static void json_counts(FILE *out, const char *sep, const uint64_t *bytes, const uint64_t *requests,
-                        const uint64_t *events)
-{
-    for (int k = 0; k < ACC_PATH_COUNT; k++)
-        fprintf(out, "%s\"%s_bytes\": %llu, \"%s_requests\": %llu", k ? ", " : sep, path_names[k],
-                (unsigned long long)bytes[k], path_names[k], (unsigned long long)requests[k]);
-    fprintf(out, ", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu}",
-            (unsigned long long)events[ACC_EV_WAIT], (unsigned long long)events[ACC_EV_RECOVERY],
-            (unsigned long long)events[ACC_EV_GPU_FALLBACK]);
-}
-
-static void json_procs(FILE *out, const acc_shm_table *t)
-{
-    int first = 1;
-    for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
-        const acc_shm_proc *p = &t->procs[i];
-        if (p->pid <= 0)
-            continue;
-        fprintf(out, "%s{\"pid\": %d, \"alive\": %s", first ? "" : ", ", p->pid,
-                acc_pid_alive(p->pid, p->start_time) ? "true" : "false");
-        json_counts(out, ", ", p->bytes, p->requests, p->events);
-        first = 0;
-    }
-}
-
-static void json_waiters(FILE *out, const acc_shm_table *t)
-{
-    int first = 1;
-    for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
-        const acc_shm_waiter *w = &t->waiters[i];
-        if (w->state != ACC_WAITER_WAITING)
-            continue;
-        fprintf(out, "%s{\"ticket\": %llu, \"pid\": %d, \"tid\": %d, \"kind\": \"%s\", \"alive\": %s}",
-                first ? "" : ", ", (unsigned long long)w->ticket, w->pid, w->tid, kind_name(w->kind),
-                acc_tid_alive(w->pid, w->tid) ? "true" : "false");
-        first = 0;
-    }
-}
-
-/* One table as a JSON object (no newline); an unusable or absent one has empty lists and zeros. */
-static void print_json(FILE *out, const snapshot *s)
-{
-    const acc_shm_table *t = s->t;
-    int ok = s->exists && s->error == NULL;
-    struct passwd *pw = getpwuid(s->uid);
-    fprintf(out, "{\"shared\": %s, \"segment\": ", ok ? "true" : "false");
-    json_str(out, s->name, sizeof(s->name));
-    fprintf(out, ", \"uid\": %u, \"user\": ", (unsigned)s->uid);
-    if (pw != NULL)
-        json_str(out, pw->pw_name, 256);
-    else
-        fputs("null", out);
-    fprintf(out, ", \"exists\": %s, \"now_ns\": %llu", s->exists ? "true" : "false",
-            (unsigned long long)acc_now_ns());   /* the clock of since_ns, to compute ages */
-    if (s->error != NULL) {
-        fprintf(out, ", \"error\": ");
-        json_str(out, s->error, 200);
-    }
-    fprintf(out, ", \"units\": [");
-    if (ok)
-        json_units(out, t);
-    fprintf(out, "], \"processes\": [");
-    if (ok)
-        json_procs(out, t);
-    fprintf(out, "], \"waiters\": [");
-    if (ok)
-        json_waiters(out, t);
-    static const acc_shm_hdr zero;
-    const acc_shm_hdr *h = ok ? &t->hdr : &zero;
-    fprintf(out, "], \"totals\": {");
-    json_counts(out, "", h->bytes, h->requests, h->events);
-    fputc('}', out);
-}
-
-static const char *human(uint64_t v, char *buf, size_t len)
-{
-    const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-    double d = (double)v;
-    int i = 0;
-    while (d >= 1024 && i < 5) {
-        d /= 1024;
-        i++;
-    }
-    if (i == 0)
-        snprintf(buf, len, "%llu B", (unsigned long long)v);
-    else
-        snprintf(buf, len, "%.1f %s", d, unit[i]);
-    return buf;
-}
-
-static const char *age(uint64_t since, char *buf, size_t len)
-{
-    uint64_t now = acc_now_ns();
-    if (since == 0 || since > now)
-        snprintf(buf, len, "-");
-    else
-        snprintf(buf, len, "%.1fs", (double)(now - since) / 1e9);
-    return buf;
-}
-
-static void text_units(FILE *out, const acc_shm_table *t)
-{
-    char b1[32], b2[32];
-    fprintf(out, "%4s %-4s %4s %4s %-5s %8s %8s %10s %12s %10s %5s %s\n", "id", "kind", "cpu", "node",
-            "state", "owner", "tid", "since", "bytes", "requests", "recov", "device");
-    for (uint32_t i = 0, n = acc_shm_nunits(t); i < n; i++) {
-        const acc_shm_unit *u = &t->units[i];
-        char dev[ACC_SHM_DEVNAME + 1];
-        size_t k = 0;
-        for (; k < ACC_SHM_DEVNAME && u->devname[k] != '\0'; k++)
-            dev[k] = (unsigned char)u->devname[k] >= 0x20 && (unsigned char)u->devname[k] < 0x7f ? u->devname[k] : '?';
-        dev[k] = '\0';
-        const char *st = state_name(u->state);
-        if (u->state == ACC_UNIT_BUSY && !acc_tid_alive(u->owner_pid, u->owner_tid))
-            st = "dead";   /* BUSY for a dead owner: the next taker recovers it */
-        char owner[16] = "-", tid[16] = "-";
-        if (u->owner_pid != 0) {
-            snprintf(owner, sizeof(owner), "%d", u->owner_pid);
-            snprintf(tid, sizeof(tid), "%d", u->owner_tid);
-        }
-        fprintf(out, "%4u %-4s %4d %4d %-5s %8s %8s %10s %12s %10llu %5llu %s\n", i, kind_name(u->kind),
-                u->cpu, u->node, st, owner, tid, age(u->since_ns, b1, sizeof(b1)),
-                human(u->bytes, b2, sizeof(b2)), (unsigned long long)u->requests,
-                (unsigned long long)u->recoveries, dev);
-    }
-}
-
-static void text_counts(FILE *out, const uint64_t *bytes, const uint64_t *requests, const uint64_t *events)
-{
-    char b[32];
-    for (int k = 0; k < ACC_PATH_COUNT; k++)
-        fprintf(out, " %11s %8llu", human(bytes[k], b, sizeof(b)), (unsigned long long)requests[k]);
-    fprintf(out, " %6llu %5llu %6llu\n", (unsigned long long)events[ACC_EV_WAIT],
-            (unsigned long long)events[ACC_EV_RECOVERY], (unsigned long long)events[ACC_EV_GPU_FALLBACK]);
-}
-
-static void text_procs(FILE *out, const acc_shm_table *t)
-{
-    fprintf(out, "\n%8s %5s", "pid", "alive");
-    for (int k = 0; k < ACC_PATH_COUNT; k++)
-        fprintf(out, " %11s %8s", path_names[k], "req");
-    fprintf(out, " %6s %5s %6s\n", "waits", "recov", "gpu_fb");
-    int exited = 0, waiting = 0;
-    for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
-        const acc_shm_proc *p = &t->procs[i];
-        if (p->pid <= 0)
-            continue;
-        if (!acc_pid_alive(p->pid, p->start_time)) {
-            exited++;      /* kept until the slot is needed; --json lists them */
-            continue;
-        }
-        fprintf(out, "%8d %5s", p->pid, "yes");
-        text_counts(out, p->bytes, p->requests, p->events);
-    }
-    fprintf(out, "\n%8s %5s", "totals", "");
-    text_counts(out, t->hdr.bytes, t->hdr.requests, t->hdr.events);
-    if (exited)
-        fprintf(out, "(%d exited processes not shown; their counts are in the totals, --json lists them)\n", exited);
-    for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++)
-        waiting += t->waiters[i].state == ACC_WAITER_WAITING;
-    if (waiting)
-        fprintf(out, "\n%d waiting in the FIFO\n", waiting);
-}
-
-static void print_text(FILE *out, const snapshot *s)
-{
-    char user[320];
-    if (!s->exists)
-        fprintf(out, "accelaes-stat: no segment %s (no accelaes process has run for this user yet)\n", s->name);
-    else if (s->refused != READ_OK)
-        fprintf(out, "accelaes-stat: cannot read segment %s: %s\n", s->name, s->error);
-    else if (s->error != NULL)
-        fprintf(out, "accelaes-stat: segment %s is unusable: %s (processes use private tables)\n", s->name, s->error);
-    else {
-        fprintf(out, "segment %s of %s: %u units\n\n", s->name, who(s->uid, user, sizeof(user)),
-                acc_shm_nunits(s->t));
-        text_units(out, s->t);
-        text_procs(out, s->t);
-    }
-}
-
 static int cmp_uid(const void *a, const void *b)
 {
     uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
@@ -429,10 +179,10 @@ static int show_one(FILE *out, const opts *o, snapshot *s)
     }
     take_snapshot(s);
     if (o->json) {
-        print_json(out, s);
+        stat_print_json(out, s);
         fputc('\n', out);
     } else
-        print_text(out, s);
+        stat_print_text(out, s);
     if (s->refused != READ_OK && !o->watch)
         fprintf(stderr, "accelaes-stat: " SHM_DIR "%s: %s\n", s->name, s->error);
     return s->refused != READ_OK;
@@ -459,10 +209,10 @@ static int show_all(FILE *out, const opts *o, snapshot *s)
             continue;        /* gone since the scan, or a FIFO (...) put there */
         if (o->json) {
             fprintf(out, "%s\"%u\": ", shown ? ", " : "", (unsigned)uids[i]);
-            print_json(out, s);
+            stat_print_json(out, s);
         } else {
-            fprintf(out, "%s== %s: %s ==\n", shown ? "\n" : "", who(uids[i], user, sizeof(user)), s->name);
-            print_text(out, s);
+            fprintf(out, "%s== %s: %s ==\n", shown ? "\n" : "", stat_who(uids[i], user, sizeof(user)), s->name);
+            stat_print_text(out, s);
         }
         shown++;
     }
