@@ -242,14 +242,31 @@ out:
     return ret;
 }
 
+/* Our own file (regular, ours, 0600) holding a table of an older layout: left by an accelaes
+ * of an earlier version. Refusing it would leave every process on a private table for good. */
+static int older_layout(int fd)
+{
+    struct stat st;
+    acc_shm_hdr h;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()
+        || (st.st_mode & 07777) != 0600 || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+        return 0;
+    return h.magic == ACC_SHM_MAGIC && h.version < ACC_SHM_VERSION;
+}
+
 acc_shm_table *acc_shm_attach(const char *name, const char **why)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         int fd = shm_open(name, O_RDWR | O_NOFOLLOW, 0);
         if (fd >= 0) {
             acc_shm_table *t = map_checked(fd, why);
+            int replace = t == NULL && older_layout(fd);
             close(fd);
-            return t;
+            if (!replace)
+                return t;
+            /* Processes of the older version keep the table they have; new ones get a new one. */
+            shm_unlink(name);
+            continue;
         }
         if (errno != ENOENT) {
             *why = errno == ELOOP ? "the segment is a symlink" : "cannot open the segment";

@@ -263,6 +263,15 @@ static void check_bad(struct bad_case *c, const void *data, size_t len, mode_t m
     }
 }
 
+static int older_layout_child(void *arg)
+{
+    setenv("ACCELAES_SHM_NAME", arg, 1);
+    acc_sched_conf conf = { 1, 0 };
+    acc_sched_configure(&conf);
+    acc_shm_table *t = acc_sched_table();
+    return t != NULL && acc_sched_is_shared() && t->hdr.version == ACC_SHM_VERSION ? 0 : 2;
+}
+
 static void test_corrupt(void)
 {
     size_t sz = sizeof(acc_shm_table);
@@ -320,6 +329,14 @@ static void test_corrupt(void)
         snprintf(c.name, sizeof(c.name), "%s", names[i]);
         int rc = in_child(corrupt_child, &c);
         CHECK(rc == 0, "name '%s': child returned %d", names[i], rc);
+    }
+    /* A table of an older layout, left by an earlier accelaes: replaced, and shared again. */
+    good->hdr.version = ACC_SHM_VERSION - 1;
+    snprintf(c.name, sizeof(c.name), "%s.old", segname);
+    if (write_seg(c.name, good, sz, 0600) == 0) {
+        int rc = in_child(older_layout_child, c.name);
+        CHECK(rc == 0, "older-layout segment: child returned %d", rc);
+        shm_unlink(c.name);
     }
     free(good);
     free(junk);
