@@ -214,7 +214,7 @@ def test_without_tmpfile_a_killed_run_is_cleaned_up(tool, fileprov, openssl_env,
 
 # ---- the key file ----
 
-@pytest.mark.parametrize("perm", [0o644, 0o640, 0o604, 0o620, 0o602, 0o610])
+@pytest.mark.parametrize("perm", [0o644, 0o640, 0o604, 0o620, 0o602, 0o610], ids=lambda p: f"{p:04o}")
 def test_key_file_open_to_others_is_refused(tool, fileprov, openssl_env, tmp_path, perm):
     key, kpath = keyfile(tmp_path, 16)
     kpath.chmod(perm)
