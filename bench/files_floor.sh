@@ -18,7 +18,7 @@ make -s all build/bench/seed_files build/bench/io_floor >/dev/null
 w=$(mktemp -d "$WORKDIR/accelaes-floor.XXXXXX")
 trap 'rm -rf "$w"' EXIT
 python3 -c "import sys; sys.path.insert(0, 'bench'); import workloads, pathlib; workloads.make_files(pathlib.Path('$w/in'), 100, 100)"
-openssl rand -hex 16 > "$w/key"
+(umask 077 && openssl rand -hex 16 > "$w/key")   # accelaes-files refuses a key others may read
 now() { date +%s%N; }
 fresh() { rm -rf "$w/out"; mkdir "$w/out"; }
 for r in $(seq "$RUNS"); do

@@ -51,6 +51,7 @@ def directory_workload(provider, counts=(10, 100), runs=20, threads=None, workdi
     try:
         key = work / "key.hex"
         key.write_text(os.urandom(16).hex() + "\n")
+        key.chmod(0o600)   # accelaes-files refuses a key that group or others may read
         for count in counts:
             src = work / f"in{count}"
             sizes = make_files(src, count, seed=count)

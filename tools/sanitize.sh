@@ -86,7 +86,7 @@ else
   d=$(mktemp -d)
   mkdir "$d/in"
   for i in 1 2 3 4 5 6 7 8 9 10 11 12; do head -c $((i * 200000 + i)) /dev/urandom >"$d/in/f$i"; done
-  head -c 32 /dev/urandom | od -An -tx1 >"$d/key"
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 >"$d/key")   # accelaes-files refuses a key others may read
   for c in aes-256-ctr aes-256-cbc; do
     if "$BUILD/accelaes-files" encrypt --cipher "$c" --key-file "$d/key" "$d/in" "$d/enc" --threads 4 --quiet \
        && "$BUILD/accelaes-files" decrypt --cipher "$c" --key-file "$d/key" "$d/enc" "$d/dec" --threads 4 --quiet \
