@@ -155,6 +155,20 @@ static void *die_holding(void *arg)
     return NULL;   /* exits without release: its owner word names a thread that is gone */
 }
 
+/* The sweep (rate-limited to every 50 ms) finds a gone owner and frees u: 1 once it is free. */
+static int swept_free(acc_shm_unit *u)
+{
+    for (int i = 0; i < 200; i++) {
+        sleep_us(2000);
+        int got = acc_sched_try_acquire(ACC_UNIT_CPU);
+        if (got >= 0)
+            acc_sched_release(got, 0, 0);
+        if (ACC_LOAD(&u->state) == ACC_UNIT_IDLE && ACC_LOAD(&u->lock) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void test_thread_death(void)
 {
     acc_shm_table *t = acc_sched_table();
@@ -166,16 +180,7 @@ static void test_thread_death(void)
     if (id < 0)
         return;
     uint64_t rec0 = t->units[id].recoveries, prec0 = acc_sched_proc()->events[ACC_EV_RECOVERY];
-    /* The sweep (rate-limited to every 50 ms) finds the dead owner and frees the unit. */
-    int ok = 0;
-    for (int i = 0; i < 200 && !ok; i++) {
-        sleep_us(2000);
-        int got = acc_sched_try_acquire(ACC_UNIT_CPU);
-        if (got >= 0)
-            acc_sched_release(got, 0, 0);
-        ok = ACC_LOAD(&t->units[id].state) == ACC_UNIT_IDLE;
-    }
-    CHECK(ok, "unit %d still BUSY for a dead thread", id);
+    CHECK(swept_free(&t->units[id]), "unit %d still BUSY for a dead thread", id);
     CHECK(t->units[id].recoveries == rec0 + 1, "unit recoveries %llu", (unsigned long long)t->units[id].recoveries);
     CHECK(acc_sched_proc()->events[ACC_EV_RECOVERY] == prec0 + 1, "process recoveries");
 }
@@ -236,15 +241,7 @@ static void test_pid_reuse(void)
         ACC_STORE(&u->since_ns, acc_now_ns() - 1000000000ull);
         ACC_STORE(&u->lock, ACC_OWNER(other, other));
         uint64_t rec0 = ACC_LOAD(&u->recoveries);
-        int ok = 0;
-        for (int i = 0; i < 200 && !ok; i++) {
-            sleep_us(2000);
-            int got = acc_sched_try_acquire(ACC_UNIT_CPU);
-            if (got >= 0)
-                acc_sched_release(got, 0, 0);
-            ok = ACC_LOAD(&u->state) == ACC_UNIT_IDLE && ACC_LOAD(&u->lock) == 0;
-        }
-        CHECK(ok && ACC_LOAD(&u->recoveries) == rec0 + 1, "unit %d stays BUSY for a reused pid", id);
+        CHECK(swept_free(u) && ACC_LOAD(&u->recoveries) == rec0 + 1, "unit %d stays BUSY for a reused pid", id);
         /* The same word with the right start time is a live holder: not taken. */
         ACC_STORE(&u->owner_start, acc_proc_start_time(other));
         ACC_STORE(&u->since_ns, acc_now_ns() - 1000000000ull);
