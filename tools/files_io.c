@@ -1,4 +1,4 @@
-/* tools/files_io.c: accelaes-files' per-file work: the key file, and one input streamed through the cipher into an
+/* tools/files_io.c: accelaes-files' per-file work: one input streamed through the cipher into an
  * unnamed output (O_TMPFILE) that is linked into place only when complete, both opened relative to directory
  * descriptors so that no symbolic link is ever followed below IN_DIR or OUT_DIR. */
 #define _GNU_SOURCE
@@ -55,96 +55,6 @@ static void report_ssl(struct run *r, const char *path, const char *what)
         ERR_error_string_n(e, buf, sizeof(buf));
     ERR_clear_error();
     files_report(r, path, what, buf);
-}
-
-/* ---- key file ---- */
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Like ssh with a private key: a key that group or others may read (or write: then they choose it) is refused,
- * unless the user says otherwise. A symbolic link to the key is fine (the check is on the file it names, by
- * fstat); a pipe (`--key-file <(...)`) is 0600. */
-static int key_perms_ok(int fd, const char *file, int allow_unsafe)
-{
-    struct stat st;
-
-    if (fstat(fd, &st) < 0) {
-        fprintf(stderr, "accelaes-files: key file %s: %s\n", file, strerror(errno));
-        return 0;
-    }
-    if ((st.st_mode & 077) == 0 || allow_unsafe)
-        return 1;
-    fprintf(stderr, "accelaes-files: UNPROTECTED KEY FILE: permissions %04o for '%s' are too open.\n"
-            "accelaes-files: a key file must not be accessible by group or others: chmod 600 it, or pass "
-            "--allow-unsafe-key-perms.\n", (unsigned)(st.st_mode & 07777), file);
-    return 0;
-}
-
-int files_read_key(const char *file, unsigned char *key, size_t keymax, int allow_unsafe)
-{
-    char text[4096];
-    size_t len = 0, n = 0;
-    ssize_t got;
-    int fd, hi = -1, ret = -1;
-
-    if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
-        fprintf(stderr, "accelaes-files: key file %s: %s\n", file, strerror(errno));
-        return -1;
-    }
-    if (!key_perms_ok(fd, file, allow_unsafe))
-        goto out;
-    while (len < sizeof(text) && (got = read(fd, text + len, sizeof(text) - len)) != 0) {
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            fprintf(stderr, "accelaes-files: key file %s: %s\n", file, strerror(errno));
-            goto out;
-        }
-        len += (size_t)got;
-    }
-    if (len == sizeof(text)) {
-        fprintf(stderr, "accelaes-files: key file %s: too long for a hex key\n", file);
-        goto out;
-    }
-    for (size_t i = 0; i < len; i++) {
-        int v = hexval((unsigned char)text[i]);
-
-        if (v < 0) {
-            if (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')
-                continue;
-            fprintf(stderr, "accelaes-files: key file %s: not hex at byte %zu\n", file, i);
-            goto out;
-        }
-        if (hi < 0) {
-            hi = v;
-            continue;
-        }
-        if (n == keymax) {
-            fprintf(stderr, "accelaes-files: key file %s: key longer than %zu bytes\n", file, keymax);
-            goto out;
-        }
-        key[n++] = (unsigned char)(hi << 4 | v);
-        hi = -1;
-    }
-    if (hi >= 0)
-        fprintf(stderr, "accelaes-files: key file %s: odd number of hex digits\n", file);
-    else if (n == 0)
-        fprintf(stderr, "accelaes-files: key file %s: empty\n", file);
-    else
-        ret = (int)n;
-out:
-    OPENSSL_cleanse(text, sizeof(text));
-    close(fd);
-    return ret;
 }
 
 /* ---- file I/O that says exactly what failed ---- */
