@@ -30,6 +30,7 @@ static struct {
     int reported;                  /* the shm = on fallback line was printed */
     acc_shm_table *tab;            /* atomic: the mapping; a forked child keeps its parent's */
     int shared;
+    uid_t euid;                    /* the user the table was attached as */
     char name[ACC_SHM_NAME_MAX + 1];
     int32_t pid;
     uint64_t start;                /* this process's start time (/proc/<pid>/stat), 0 unknown */
@@ -222,12 +223,14 @@ static void attach_locked(void)
         return;
     acc_shm_table *t = g.tab;
     /* A child gets a slot of its own; a private table is the parent's copy, with the parent's
-     * units held by threads the child does not have: start a fresh one. The copy stays mapped:
+     * units held by threads the child does not have: start a fresh one; and a child that changed
+     * user since (a server's worker) attaches its own user's table. The old one stays mapped:
      * another thread of the child may be adding its counts to it right now. */
-    if (t != NULL && !g.shared)
+    if (t != NULL && (!g.shared || geteuid() != g.euid))
         t = NULL;
     if (t == NULL && (t = map_table()) == NULL)
         return;
+    g.euid = geteuid();
     g.pid = (int32_t)getpid();
     g.start = acc_proc_start_time(g.pid);
     ACC_STORE(&g.proc, &g.own_proc);

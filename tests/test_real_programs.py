@@ -367,16 +367,22 @@ http {{
 
 
 def counted(env, uid):
-    """Bytes accelaes counted in the segment env names, whoever owns it: each user's accelaes-stat
-    reads only a segment of its own, and the workers' segment is theirs once they drop root."""
-    total = stat_total(env)
-    if uid != os.geteuid():
-        p = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, text=True,
-                           timeout=30, user=uid, group=pwd.getpwuid(uid).pw_gid, extra_groups=[])
-        assert p.returncode == 0, p.stderr
-        totals = json.loads(p.stdout)["totals"]
-        total += sum(int(totals.get(k + "_bytes", 0)) for k in ("inline", "split", "batch", "gpu"))
-    return total
+    """Bytes accelaes counted in the segment env names. accelaes-stat reads only a segment its
+    user owns: the master (root) makes it when it loads the provider, and the workers count into
+    the table they inherited; a segment that www-data made (a worker that attached on its own)
+    is read as www-data."""
+    try:
+        owner = os.stat("/dev/shm" + env["ACCELAES_SHM_NAME"]).st_uid
+    except FileNotFoundError:
+        return 0
+    if owner == os.geteuid():
+        return stat_total(env)
+    assert owner == uid, f"segment owned by uid {owner}, neither ours nor the workers' ({uid})"
+    p = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, text=True,
+                       timeout=30, user=uid, group=pwd.getpwuid(uid).pw_gid, extra_groups=[])
+    assert p.returncode == 0, p.stderr
+    totals = json.loads(p.stdout)["totals"]
+    return sum(int(totals.get(k + "_bytes", 0)) for k in ("inline", "split", "batch", "gpu"))
 
 
 @pytest.fixture

@@ -102,6 +102,19 @@ static int private_fork_child(void *arg)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 9;
 }
 
+/* A child that changed user (a server's worker) attaches its own user's table on its first
+ * split, not the parent's (which it still has mapped from the fork). */
+static acc_shm_table *g_parent_tab;
+
+static int setuid_child(void *arg)
+{
+    (void)arg;
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 77;
+    acc_shm_table *t = acc_sched_table();
+    return t != NULL && t != g_parent_tab && !acc_sched_is_shared() ? 0 : 2;
+}
+
 static void test_fork(void)
 {
     acc_shm_table *t = acc_sched_table();
@@ -117,6 +130,11 @@ static void test_fork(void)
     CHECK(t->units[g_parent_unit].state == ACC_UNIT_IDLE, "parent could not release");
     rc = in_child(private_fork_child, NULL);
     CHECK(rc == 0, "private-table fork child failed with %d", rc);
+    if (geteuid() == 0) {
+        g_parent_tab = t;
+        rc = in_child(setuid_child, NULL);
+        CHECK(rc == 0, "a child that became nobody kept its parent's table (%d)", rc);
+    }
 }
 
 /* ---- kill -9 of a holder ---- */
