@@ -29,9 +29,11 @@ typedef struct acc_fork_lock_reg {
 
 /* Ranks: outermost first. acc_raise (err_lock) may be called under any other lock. */
 enum {
+    /* provider/batch.c: the async queues. A cancel holds it while it takes a thread's queue
+     * lock, and a flush holds that queue lock while it counts and takes a unit (sched init). */
+    ACC_RANK_BATCH = 5,
     ACC_RANK_POOL = 10,      /* scheduler/pool.c: starting a thread asks the scheduler for units */
     ACC_RANK_SCHED = 20,     /* scheduler/sched.c: initialisation */
-    ACC_RANK_BATCH = 30,     /* provider/batch.c: the async queues */
     ACC_RANK_EVP_ENGINE = 40,
     ACC_RANK_PRIV = 50,      /* provider/prov.c: the private library context */
     ACC_RANK_GPU = 60,
