@@ -38,6 +38,27 @@ int32_t acc_sched_tid(void);
 /* The i-th CPU unit this process may use: its unit id and core (-1 if i is out of range). */
 int acc_sched_cpu_unit(int i, int *cpu);
 
+/* The CPU units this process may use, as discovered; valid once acc_sched_table() is not NULL. */
+typedef struct acc_cpu_list {
+    int n;
+    uint32_t unit[ACC_SHM_MAX_UNITS];
+    int cpu[ACC_SHM_MAX_UNITS];
+} acc_cpu_list;
+const acc_cpu_list *acc_sched_cpus(void);
+
+/* The table if this process has initialised it (units may be taken), else NULL: never initialises. */
+acc_shm_table *acc_sched_ready_table(void);
+
+/* This process's pid (0 before it attached), and its start time in *start (0 unknown). */
+int32_t acc_sched_pid_start(uint64_t *start);
+
+/* Append a unit to t (table lock held); its index, or -1 when the table is full. */
+int acc_sched_add_unit(acc_shm_table *t, acc_unit_kind kind, int cpu, int node, const char *devname);
+
+/* ---- units.c ---- */
+/* Forget when this process last swept (a forked child). */
+void acc_units_child_reset(void);
+
 /* Take unit `id` if it is idle (trylock, recovering a dead owner's unit). 1 taken, 0 not. */
 int acc_sched_take(acc_shm_table *t, uint32_t id);
 
