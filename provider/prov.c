@@ -1,7 +1,5 @@
 /* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
  * the operation query and the error-reason table. Read top to bottom. */
-#define _GNU_SOURCE   /* dladdr */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -96,18 +94,6 @@ static int priv_atexit_done;
 
 static void priv_free_at_cleanup(void);
 
-/* OPENSSL_atexit keeps a pointer into this module, and the system libcrypto (linked -z nodelete)
- * does not pin the module that registers one: without this, a provider unloaded before exit would
- * leave OPENSSL_cleanup a dangling handler. */
-static void pin_module(void)
-{
-    Dl_info info;
-
-    if (dladdr((void *)&priv_free_at_cleanup, &info) != 0 && info.dli_fname != NULL
-        && info.dli_fname[0] != '\0')
-        (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-}
-
 OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
 {
     OSSL_LIB_CTX *lc;
@@ -116,8 +102,10 @@ OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
     lc = prov->priv_libctx;
     if (lc == NULL && !priv_closed) {
         if (!priv_atexit_done) {
-            /* If registering fails, teardown frees the context instead, as before. */
-            pin_module();
+            /* OPENSSL_atexit keeps a pointer into this module, and the system libcrypto does not
+             * pin the module that registers one: OSSL_provider_init's acc_sched_attach already
+             * pinned it (RTLD_NODELETE, scheduler/sched.c). If registering fails, teardown frees
+             * the context instead, as before. */
             priv_atexit_done = OPENSSL_atexit(priv_free_at_cleanup);
         }
         lc = OSSL_LIB_CTX_new();
@@ -331,8 +319,7 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     sc.shm = prov->settings.shm;
     sc.workers = prov->settings.workers;
     acc_sched_configure(&sc);
-    acc_fork_install();
-    acc_sched_attach();
+    acc_sched_attach();   /* also installs the fork handlers and pins the module */
 
     *out = prov_dispatch;
     *provctx = prov;
