@@ -235,16 +235,46 @@ static void all_ciphers_init(void)
             all_ciphers[n++] = *a;
 }
 
+/* OSSL_PROVIDER_do_all callback: does a provider other than this load offer any RAND? */
+static int other_rand_cb(OSSL_PROVIDER *p, void *arg)
+{
+    const acc_prov_ctx *self = ((const acc_prov_ctx **)arg)[0];
+    const OSSL_ALGORITHM *algs;
+    int nc = 0;
+
+    if (OSSL_PROVIDER_get0_provider_ctx(p) == self)
+        return 1;
+    algs = OSSL_PROVIDER_query_operation(p, OSSL_OP_RAND, &nc);
+    if (algs != NULL && algs[0].algorithm_names != NULL)
+        ((const acc_prov_ctx **)arg)[1] = self;   /* found: any non-NULL mark */
+    if (algs != NULL)
+        OSSL_PROVIDER_unquery_operation(p, OSSL_OP_RAND, algs);
+    return ((const acc_prov_ctx **)arg)[1] == NULL;   /* stop at the first one */
+}
+
+/* The DRBG delegate is offered only to a library context where no other provider has a RAND
+ * (`openssl speed -provider accelaes` alone): elsewhere the DRBGs and every RAND fetch must come
+ * from the provider that would serve them without accelaes, whatever default_properties prefers.
+ * Not cached, so that the answer follows the providers loaded at each fetch. */
+static const OSSL_ALGORITHM *rand_query(acc_prov_ctx *prov, int *no_cache)
+{
+    const acc_prov_ctx *arg[2] = { prov, NULL };
+
+    *no_cache = 1;
+    if (prov->libctx != NULL)
+        OSSL_PROVIDER_do_all(prov->libctx, other_rand_cb, arg);
+    return arg[1] == NULL ? acc_rand_algorithms : NULL;
+}
+
 static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_cache)
 {
-    (void)vprov;
     *no_cache = 0;
     switch (operation_id) {
     case OSSL_OP_CIPHER:
         pthread_once(&all_ciphers_once, all_ciphers_init);
         return all_ciphers;
     case OSSL_OP_RAND:
-        return acc_rand_algorithms;
+        return rand_query(vprov, no_cache);
     }
     return NULL;
 }
