@@ -3,9 +3,9 @@
  * It is not a DRBG: every byte comes from the default provider's CTR-DRBG, seeded from the
  * operating system there. prov.c offers it only to a library context where no other provider has
  * a RAND, so it never replaces a DRBG that would serve without accelaes.
- * What it keeps of what it is given: the additional input and the prediction-resistance request of
- * each generate and reseed are passed to the delegate. It ignores the parent (and so never draws
- * from it), the entropy and nonce of instantiate and reseed, the personalisation string, and the
+ * What it keeps of what it is given: generate and reseed pass their prediction-resistance request,
+ * additional input and (reseed) entropy to the delegate. It ignores the parent (and so never draws
+ * from it), instantiate's strength, nonce and personalisation string, and the
  * cipher, digest and use_df settings (the delegate is AES-256 CTR-DRBG with a derivation function):
  * a known-answer test therefore cannot pass through it, and needs the default provider's own. */
 #include <openssl/core_dispatch.h>
