@@ -38,4 +38,23 @@ int acc_mb_lanes(void);
  * failure); on failure outputs and IVs may be partly written and nothing is claimed done. */
 int acc_mb_run(acc_mb_req *reqs, size_t n);
 
+/* One MAC-then-encrypt request (accel/cpu/mb_hmac.c): the HMAC of msg[0..len) goes to tag,
+ * then, with a key, cbc[0..nblocks) is CBC-encrypted in place from iv (the tag may lie in it). */
+typedef struct acc_mb_hmac_req {
+    const uint8_t *msg;
+    size_t len;
+    uint8_t *tag;
+    uint8_t *cbc;
+    size_t nblocks;
+    const uint8_t *iv;
+} acc_mb_hmac_req;
+
+/* HMAC-SHA1 (md_size 20) or HMAC-SHA256 (32) of n messages under one MAC key, given as the
+ * hash's chaining words (host order) after the key's ipad block and after its opad block, each
+ * followed by its CBC when key is not NULL (AES-NI's schedule, accel/engine.h). Returns 1 when
+ * all is done; -1 when not available here, before anything was written (the caller does it);
+ * 0 when the library failed part way (outputs undefined). */
+int acc_mb_hmac_run(size_t md_size, const uint32_t ipad[8], const uint32_t opad[8], const acc_aes_key *key,
+                    acc_mb_hmac_req *r, size_t n);
+
 #endif

@@ -89,6 +89,41 @@ static void *hmac_dupctx(void *vctx)
 
 /* ======================== Parameters ======================== */
 
+/* OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_*: the write of 4 or 8 records at once (cipher_hmac_multi.c).
+ * A refused AAD or write fails with no error raised, as the default's does: libssl then writes
+ * one record at a time. */
+static int set_multiblock(acc_hmac_ctx *h, const OSSL_PARAM params[])
+{
+    const OSSL_PARAM *p, *pi = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE);
+    unsigned int interleave = 0;
+
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT)) != NULL
+        && !OSSL_PARAM_get_size_t(p, &h->mb_max_frag))
+        goto bad;
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD)) != NULL) {
+        if (p->data_type != OSSL_PARAM_OCTET_STRING || p->data == NULL || pi == NULL
+            || !OSSL_PARAM_get_uint(pi, &interleave))
+            goto bad;
+        /* data_size is the write's length, not the 13 bytes of header data points at */
+        if (!acc_hmac_mb_aad(h, p->data, p->data_size, interleave))
+            return 0;
+    }
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC)) != NULL) {
+        const OSSL_PARAM *pin = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN);
+
+        if (p->data_type != OSSL_PARAM_OCTET_STRING || pin == NULL || pin->data_type != OSSL_PARAM_OCTET_STRING
+            || pi == NULL || !OSSL_PARAM_get_uint(pi, &interleave))
+            goto bad;
+        h->mb_enc_len = acc_hmac_mb_encrypt(h, p->data, pin->data, pin->data_size, interleave);
+        if (h->mb_enc_len == 0)
+            return 0;
+    }
+    return 1;
+bad:
+    acc_raise(ACC_R_INVALID_PARAMETER, "cannot read parameter '%s'", p->key);
+    return 0;
+}
+
 static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 {
     acc_hmac_ctx *h = vctx;
@@ -103,6 +138,8 @@ static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
         }
         acc_hmac_set_mac_key(h, p->data, p->data_size);
     }
+    if (!set_multiblock(h, params))
+        return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD)) != NULL) {
         if (p->data_type != OSSL_PARAM_OCTET_STRING || p->data_size > INT_MAX) {
             acc_raise(ACC_R_INVALID_PARAMETER, "%s must be an octet string", p->key);
@@ -148,6 +185,18 @@ static int hmac_get_ctx_params(void *vctx, OSSL_PARAM params[])
     acc_hmac_ctx *h = vctx;
     OSSL_PARAM *p;
 
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_BUFSIZE)) != NULL
+        && (h->mb_max_frag == 0 || !OSSL_PARAM_set_size_t(p, acc_hmac_mb_bufsize(h))))
+        goto bad;   /* the default aborts the process when the fragment size was never set */
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE)) != NULL
+        && !OSSL_PARAM_set_uint(p, h->mb_interleave))
+        goto bad;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD_PACKLEN)) != NULL
+        && !OSSL_PARAM_set_size_t(p, h->mb_packlen))
+        goto bad;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_LEN)) != NULL
+        && !OSSL_PARAM_set_size_t(p, h->mb_enc_len))
+        goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD)) != NULL
         && !OSSL_PARAM_set_size_t(p, h->aad_pad))
         goto bad;
@@ -169,6 +218,10 @@ bad:
 static const OSSL_PARAM *hmac_gettable_ctx_params(void *vctx, void *provctx)
 {
     static const OSSL_PARAM known[] = {
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_BUFSIZE, NULL),
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD_PACKLEN, NULL),
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_LEN, NULL),
         OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL),
         OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
         OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
@@ -182,11 +235,14 @@ static const OSSL_PARAM *hmac_gettable_ctx_params(void *vctx, void *provctx)
 
 static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
 {
-    /* No TLS1 multiblock parameters: without EVP_CIPH_FLAG_TLS1_1_MULTIBLOCK libssl writes
-     * one record at a time through update, which is all these ciphers need. */
     static const OSSL_PARAM known[] = {
         OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, NULL, 0),
         OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, NULL, 0),
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN, NULL, 0),
         OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
         OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
         OSSL_PARAM_END
@@ -195,11 +251,19 @@ static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
     return known;
 }
 
-/* get_params: as cipher_aes.c's, but with AEAD reported as the default reports it (libssl keys
- * its record handling on that flag); TLS1 multiblock off (see hmac_settable_ctx_params). */
+/* get_params: as cipher_aes.c's, but with the AEAD and TLS1 multiblock flags the default reports
+ * (libssl keys its record handling on the one and its 4- or 8-record writes on the other). */
 static int hmac_get_params(OSSL_PARAM params[], size_t keylen)
 {
-    return acc_cipher_get_params(params, ACC_MODE_CBC, keylen, 1);
+    OSSL_PARAM *p;
+
+    if (!acc_cipher_get_params(params, ACC_MODE_CBC, keylen, 1))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK)) != NULL && !OSSL_PARAM_set_int(p, 1)) {
+        acc_raise(ACC_R_INVALID_PARAMETER, "cannot return parameter '%s'", p->key);
+        return 0;
+    }
+    return 1;
 }
 
 /* ======================== Init ======================== */
@@ -235,6 +299,7 @@ static int hmac_init(acc_hmac_ctx *h, const unsigned char *key, size_t keylen, c
         h->head_len = 0;
         h->payload_len = ACC_HMAC_NO_PAYLOAD;
         h->strip_fixed = h->sha->md_size + BLK;
+        h->mb_aad_set = 0;
     }
     /* a new key, or a turn to decryption on a key set up for encryption only */
     if (key != NULL || (c->key_set && !enc && !c->ks.has_dec)) {

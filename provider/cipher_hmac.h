@@ -46,6 +46,13 @@ typedef struct acc_hmac_ctx {
     size_t aad_pad;            /* what OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD reports */
     unsigned int tlsversion;   /* OSSL_CIPHER_PARAM_TLS_VERSION; 0: not set */
     size_t strip_fixed;        /* decrypt with a TLS version: MAC (+ explicit IV) update strips */
+    /* TLS1_MULTIBLOCK (cipher_hmac_multi.c) */
+    size_t mb_max_frag;        /* MAX_SEND_FRAGMENT; 0: not set */
+    size_t mb_packlen;         /* AAD_PACKLEN: output of the records the last AAD announced */
+    size_t mb_enc_len;         /* ENC_LEN: output of the last multiblock encrypt */
+    unsigned int mb_interleave; /* records per write: 4 or 8 */
+    int mb_aad_set;
+    uint8_t mb_aad[ACC_HMAC_AAD_LEN]; /* sequence number, type and version of the next records */
 } acc_hmac_ctx;
 
 /* provider/cipher_hmac_record.c */
@@ -64,5 +71,12 @@ int acc_hmac_stitch_usable(const acc_hmac_ctx *h);
 /* The record's payload from out + iv (to plen) hashed into h->md and, from out, encrypted in
  * place in whole 64-byte steps. Returns the bytes encrypted; *hashed: where hashing stopped. */
 size_t acc_hmac_stitch(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, size_t *hashed);
+
+/* provider/cipher_hmac_multi.c: 4 or 8 TLS 1.1+ records in one call, their CBC in the lanes.
+ * bufsize: the most one record of MAX_SEND_FRAGMENT takes (0: not set). aad: 1, or 0 refused
+ * (libssl then writes one record at a time). encrypt: bytes written, 0 on failure. */
+size_t acc_hmac_mb_bufsize(const acc_hmac_ctx *h);
+int acc_hmac_mb_aad(acc_hmac_ctx *h, const uint8_t *aad, size_t len, unsigned int interleave);
+size_t acc_hmac_mb_encrypt(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size_t len, unsigned int interleave);
 
 #endif
