@@ -5,6 +5,7 @@ CC      ?= gcc
 BUILD   := build
 PYTHON  ?= python3
 OPENSSL ?= openssl
+PREFIX  ?= /usr/local
 
 CFLAGS_BASE := -O2 -g -fPIC -std=gnu11 -pthread -I. \
   -Wall -Wextra -Werror=missing-prototypes -Werror=implicit-function-declaration \
@@ -34,7 +35,7 @@ TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 TESTLIB_SRC := $(wildcard tests/c/lib/*.c)
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/obj/%.o)
 
-TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(TEST_BIN)
+TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-conf $(TEST_BIN)
 ifneq ($(wildcard tools/accelaes-files.c),)
   TARGETS += $(BUILD)/accelaes-files
 endif
@@ -83,6 +84,11 @@ $(BUILD)/accelaes-stat: tools/accelaes-stat.c $(wildcard tools/stat_*.c tools/st
 
 $(BUILD)/accelaes-files: tools/accelaes-files.c $(wildcard tools/files_*.c tools/files.h) $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(wildcard tools/files_*.c) $(BUILD)/libaccelaes.a $(LDLIBS)
+
+# accelaes-conf parses and edits configurations only: libcrypto, none of the provider.
+$(BUILD)/accelaes-conf: tools/accelaes-conf.c $(wildcard tools/conf_*.c tools/conf_*.h)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $< $(wildcard tools/conf_*.c) -lcrypto
 
 $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
@@ -155,9 +161,14 @@ install: all
 	install -d "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"
 	install -m 0755 $(BUILD)/accelaes.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so"
 	@if [ -f $(BUILD)/accelaes-cuda.so ]; then install -m 0755 $(BUILD)/accelaes-cuda.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes-cuda.so"; fi
+	install -D -m 0755 $(BUILD)/accelaes-conf $(PREFIX)/bin/accelaes-conf
+	install -D -m 0644 conf/accelaes.cnf $(PREFIX)/share/accelaes/accelaes.cnf
+	@echo "system-wide offload is not enabled by install: run accelaes-conf enable (docs/transparent-offload.md)"
 
 uninstall:
 	rm -f "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so" "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes-cuda.so"
+	rm -f $(PREFIX)/bin/accelaes-conf $(PREFIX)/share/accelaes/accelaes.cnf
+	rmdir $(PREFIX)/share/accelaes 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)
