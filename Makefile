@@ -121,6 +121,20 @@ test: all test-deps
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz-smoke
 
+# `make test-compat`: peer projects' suites, each run without and with conf/accelaes.cnf
+# (OPENSSL_MODULES=$(BUILD)), and every test case must end the same way in both: OpenSSL's
+# evp_test (AES, stitched and DRBG recipes) and ssl_test (test/ssl-tests) from the Debian source of
+# the installed libssl3, built against the installed libraries, and pyca/cryptography's AES,
+# padding, CMAC and Fernet tests against Debian's python3-cryptography (tools/compat/run.sh).
+# Logs in $(COMPAT_DIR); `make BUILD=build-compat test-compat` tests another build tree.
+COMPAT_DIR ?= build/compat
+COMPAT_TIMEOUT ?= 1500
+.PHONY: test-compat
+test-compat: deps
+	@sh tools/install-deps.sh compat
+	@$(MAKE) --no-print-directory $(BUILD)/accelaes.so $(BUILD)/accelaes-stat
+	COMPAT_MODULES=$(BUILD) COMPAT_DIR=$(COMPAT_DIR) timeout $(COMPAT_TIMEOUT) bash tools/compat/run.sh
+
 # Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
 # build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
 # `make valgrind`: memcheck over a whole provider life, both engines (tests/test_valgrind.py).

@@ -11,6 +11,14 @@ if [ "$what" = test ]; then
   # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
   for p in curl python3 valgrind clang libclang-rt-dev openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
 fi
+if [ "$what" = compat ]; then
+  # make test-compat (tools/compat/): dpkg-dev + xz-utils for `apt-get source` (openssl,
+  # python-cryptography); Debian's python3-cryptography for /usr/bin/python3 and the test
+  # dependencies its autopkgtest declares (debian/tests/control), all from Debian, not PyPI
+  for p in dpkg-dev xz-utils gcc make python3 python3-cryptography python3-cryptography-vectors \
+           python3-pytest python3-pytest-subtests python3-pytest-benchmark python3-hypothesis \
+           python3-iso8601 python3-pretend python3-tz; do have_pkg $p || need_apt="$need_apt $p"; done
+fi
 if [ -n "$need_apt" ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "install-deps: apt-get install$need_apt"
