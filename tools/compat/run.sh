@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/compat/run.sh: `make test-compat`. Peer projects' test suites, each run twice:
 #   default   OPENSSL_CONF and OPENSSL_MODULES unset: the installed OpenSSL as it comes
-#   accelaes  OPENSSL_CONF=conf/accelaes.cnf OPENSSL_MODULES=$COMPAT_MODULES (default build/)
+#   accelaes  OPENSSL_CONF=conf/accelaes.cnf, OPENSSL_MODULES=a folder of links: accelaes.so from
+#             $COMPAT_MODULES (default build/) beside the installed modules (as after make install)
 # and every test case (evp_test stanza, ssl_test test, pytest test and subtest) must end the same
 # way in both. The suites:
 #   - OpenSSL's evp_test on test/recipes/30-test_evp_data/evpciph_aes_*.txt (each file that the
@@ -44,8 +45,18 @@ trap 'rm -f "/dev/shm$ACCELAES_SHM_NAME"' EXIT
 # Both runs of every suite see the same environment but for these two variables. ssl_test and
 # evp_test shuffle their tests only when OPENSSL_TEST_RAND_ORDER is set.
 unset OPENSSL_CONF OPENSSL_MODULES OPENSSL_TEST_RAND_ORDER OPENSSL_ENGINES
+# The accelaes runs find accelaes.so beside the installed modules, as after `make install`:
+# OPENSSL_MODULES replaces OpenSSL's module directory, so pointing it at the build directory alone
+# hides legacy.so, which python3-cryptography loads at import (it then fails to import at all,
+# with or without accelaes: docs/transparent-offload.md says so).
+MODDIR="$COMPAT_DIR/modules"
+rm -rf "$MODDIR"; mkdir -p "$MODDIR"
+SYSMOD=$(openssl version -m | sed 's/.*"\(.*\)"/\1/')
+for m in "$SYSMOD"/*.so; do [ -e "$m" ] && ln -s "$m" "$MODDIR/"; done
+ln -sf "$MODULES/accelaes.so" "$MODDIR/accelaes.so"
+[ -e "$MODULES/accelaes-cuda.so" ] && ln -sf "$MODULES/accelaes-cuda.so" "$MODDIR/accelaes-cuda.so"
 run_default() { env -u OPENSSL_CONF -u OPENSSL_MODULES "$@"; }
-run_accelaes() { env OPENSSL_CONF="$CONF" OPENSSL_MODULES="$MODULES" "$@"; }
+run_accelaes() { env OPENSSL_CONF="$CONF" OPENSSL_MODULES="$MODDIR" "$@"; }
 
 stat_total() { "$PY" "$HERE/compat.py" stat-total "$STAT" 2>>"$LOGS/stat.err" || echo "?"; }
 
@@ -56,7 +67,7 @@ declare -a PROBLEMS=()
 problem() { PROBLEMS+=("$1"); FAILED=1; }
 
 # ---- sources and binaries -------------------------------------------------------------------------
-say "provider: $MODULES/accelaes.so; configuration: $CONF; logs: $COMPAT_DIR"
+say "provider: $MODULES/accelaes.so (linked into $MODDIR beside $SYSMOD/*.so); configuration: $CONF; logs: $COMPAT_DIR"
 timeout 1200 bash "$HERE/sources.sh" "$COMPAT_DIR/src" || { say "could not fetch the source packages" >&2; exit 1; }
 # shellcheck disable=SC1091
 . "$COMPAT_DIR/src/sources.env"
@@ -220,22 +231,6 @@ pyca_run() {  # ID SUITE
   compare "$id" "$suite" 1 0,1
 }
 pyca_run pyca "pyca/cryptography $PYCA_SRC_VERSION (AES, padding, CMAC, Fernet)"
-# python3-cryptography loads OpenSSL's legacy provider at import (binding.py: OSSL_PROVIDER_load
-# "legacy", asserted). OPENSSL_MODULES replaces the module directory, so with it pointing at the
-# build directory legacy.so is not found and the import itself fails. That is a real difference
-# (any program that loads legacy under OPENSSL_MODULES=build) and is reported above; this second
-# run points OPENSSL_MODULES at a directory holding accelaes.so AND the installed modules
-# (links), so the pyca tests themselves are compared as well.
-MODDIR="$COMPAT_DIR/modules"
-rm -rf "$MODDIR"; mkdir -p "$MODDIR"
-SYSMOD=$(openssl version -m | sed 's/.*"\(.*\)"/\1/')
-for m in "$SYSMOD"/*.so; do [ -e "$m" ] && ln -s "$m" "$MODDIR/"; done
-ln -sf "$MODULES/accelaes.so" "$MODDIR/accelaes.so"
-[ -e "$MODULES/accelaes-cuda.so" ] && ln -sf "$MODULES/accelaes-cuda.so" "$MODDIR/accelaes-cuda.so"
-MODULES_SAVED=$MODULES
-MODULES=$MODDIR
-pyca_run pyca-sysmodules "pyca/cryptography $PYCA_SRC_VERSION (AES, padding, CMAC, Fernet), OPENSSL_MODULES=accelaes.so + $SYSMOD/*.so"
-MODULES=$MODULES_SAVED
 
 # ---- verdict ------------------------------------------------------------------------------------
 say "$SUITES suites, $SAME SAME; $(( $(date +%s) - START )) s; logs and per-suite .diff files in $COMPAT_DIR"
