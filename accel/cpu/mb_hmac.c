@@ -113,7 +113,8 @@ static void fill_job(IMB_JOB *j, size_t md_size, const uint32_t ipad[8], const u
     j->msg_len_to_hash_in_bytes = r->len;
     j->auth_tag_output = r->tag;
     j->auth_tag_output_len_in_bytes = md_size;
-    /* the chaining words in host order: ipsec-mb's own format for these (checked by test_mb) */
+    /* the chaining words in host order: ipsec-mb's own format for these (another would give
+     * other MACs than the default's: test_tls_multiblock) */
     j->u.HMAC._hashed_auth_key_xor_ipad = (const uint8_t *)ipad;
     j->u.HMAC._hashed_auth_key_xor_opad = (const uint8_t *)opad;
 }
