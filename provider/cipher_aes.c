@@ -36,11 +36,10 @@ static void *aes_newctx(void *provctx, acc_mode mode, size_t keylen)
     acc_prov_ctx *prov = provctx;
     acc_cipher_ctx *c = NULL;
 
-    /* the key schedules inside are 64-byte aligned for the vector engines */
-    if ((c = acc_ctx_alloc(sizeof(*c))) == NULL) {
-        acc_raise(ACC_R_MALLOC_FAILURE, "allocating a cipher context");
+    /* the key schedules inside are 64-byte aligned for the vector engines. Failing, no error:
+     * the default provider raises none here, and EVP raises its initialization error. */
+    if ((c = acc_ctx_alloc(sizeof(*c))) == NULL)
         return NULL;
-    }
     memset(c, 0, sizeof(*c));
     c->prov = prov;
     c->eng = prov->eng;
@@ -78,7 +77,7 @@ static void *aes_dupctx(void *vctx)
     acc_cipher_ctx *s = vctx, *d = NULL;
 
     if ((d = acc_ctx_alloc(sizeof(*d))) == NULL) {
-        acc_raise(ACC_R_MALLOC_FAILURE, "allocating a copy of a cipher context");
+        acc_raise(ACC_PROV_R(ERR_R_MALLOC_FAILURE), "allocating a copy of a cipher context");
         return NULL;
     }
     memcpy(d, s, sizeof(*d));
@@ -91,7 +90,7 @@ static void *aes_dupctx(void *vctx)
             d->eng->free_key(&d->ks);
         OPENSSL_cleanse(d, sizeof(*d));
         acc_ctx_free(d);
-        acc_raise(ACC_R_MALLOC_FAILURE, "copying a cipher context");
+        acc_raise(ACC_PROV_R(ERR_R_MALLOC_FAILURE), "copying a cipher context");
         return NULL;
     }
     return d;
@@ -99,6 +98,8 @@ static void *aes_dupctx(void *vctx)
 
 /* ======================== Parameters ======================== */
 
+/* In the default provider's order (padding, use-bits, the TLS pair, num), so that a call with
+ * several bad parameters fails on the same one, with its reason. */
 static int aes_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 {
     acc_cipher_ctx *c = vctx;
@@ -108,26 +109,29 @@ static int aes_set_ctx_params(void *vctx, const OSSL_PARAM params[])
     if (params == NULL)
         return 1;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_PADDING)) != NULL) {
-        if (!OSSL_PARAM_get_uint(p, &u)) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "padding must be an unsigned integer");
-            return 0;
-        }
+        if (!OSSL_PARAM_get_uint(p, &u))
+            goto bad;
         c->pad = u ? 1 : 0;
     }
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_USE_BITS)) != NULL && !OSSL_PARAM_get_uint(p, &u))
+        goto bad;
+    if (!acc_tls_set_ctx_params(c, params))
+        return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_NUM)) != NULL) {
-        /* num indexes the 16-byte keystream block: anything larger would read past it */
-        if (!OSSL_PARAM_get_uint(p, &u) || (c->mode == ACC_MODE_CTR && u >= ACC_AES_BLOCK)) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "num must be an unsigned integer below 16");
+        if (!OSSL_PARAM_get_uint(p, &u))
+            goto bad;
+        /* num indexes the 16-byte keystream block: OpenSSL 3.0's default provider takes any num
+         * and reads past it; here it is refused, with our own reason */
+        if (c->mode == ACC_MODE_CTR && u >= ACC_AES_BLOCK) {
+            acc_raise(ACC_R_INVALID_PARAMETER, "num %u: CTR's num must be below 16", u);
             return 0;
         }
         c->num = u;
     }
-    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_USE_BITS)) != NULL
-        && !OSSL_PARAM_get_uint(p, &u)) {
-        acc_raise(ACC_R_INVALID_PARAMETER, "use-bits must be an unsigned integer");
-        return 0;
-    }
-    return acc_tls_set_ctx_params(c, params);
+    return 1;
+bad:
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "parameter '%s' is not an unsigned integer", p->key);
+    return 0;
 }
 
 static size_t ivlen_of(acc_mode mode)
@@ -137,12 +141,10 @@ static size_t ivlen_of(acc_mode mode)
 
 static int set_iv_param(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
 {
-    if (OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen))
-        return 1;
-    acc_raise(ACC_R_INVALID_PARAMETER, "the iv parameter must be an octet string of at least %zu bytes", ivlen);
-    return 0;
+    return OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen);
 }
 
+/* In the default provider's order (ivlen, padding, iv, updated-iv, num, keylen, tls-mac). */
 static int aes_get_ctx_params(void *vctx, OSSL_PARAM params[])
 {
     acc_cipher_ctx *c = vctx;
@@ -151,19 +153,20 @@ static int aes_get_ctx_params(void *vctx, OSSL_PARAM params[])
 
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL && !OSSL_PARAM_set_size_t(p, ivlen))
         goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL && !OSSL_PARAM_set_size_t(p, c->keylen))
-        goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_PADDING)) != NULL && !OSSL_PARAM_set_uint(p, c->pad))
+        goto bad;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IV)) != NULL && !set_iv_param(p, c->oiv, ivlen))
+        goto bad;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_UPDATED_IV)) != NULL && !set_iv_param(p, c->iv, ivlen))
         goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_NUM)) != NULL && !OSSL_PARAM_set_uint(p, c->num))
         goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IV)) != NULL && !set_iv_param(p, c->oiv, ivlen))
-        return 0;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_UPDATED_IV)) != NULL && !set_iv_param(p, c->iv, ivlen))
-        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL && !OSSL_PARAM_set_size_t(p, c->keylen))
+        goto bad;
     return acc_tls_get_ctx_params(c, params);
 bad:
-    acc_raise(ACC_R_INVALID_PARAMETER, "cannot return parameter '%s'", p->key);
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s' (%zu bytes of type %u)",
+              p->key, p->data_size, p->data_type);
     return 0;
 }
 
@@ -218,6 +221,7 @@ const OSSL_PARAM *acc_cipher_gettable_params(void *provctx)
     return known;
 }
 
+/* In the default provider's order: mode, the flags, keylen, blocksize, ivlen. */
 int acc_cipher_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen, int aead)
 {
     const struct { const char *key; int v; } flags[] = {
@@ -229,19 +233,19 @@ int acc_cipher_get_params(OSSL_PARAM params[], acc_mode mode, size_t keylen, int
 
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_MODE)) != NULL && !OSSL_PARAM_set_uint(p, mode))
         goto bad;
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if ((p = OSSL_PARAM_locate(params, flags[i].key)) != NULL && !OSSL_PARAM_set_int(p, flags[i].v))
+            goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL && !OSSL_PARAM_set_size_t(p, keylen))
+        goto bad;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_BLOCK_SIZE)) != NULL && !OSSL_PARAM_set_size_t(p, blksz))
         goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL
         && !OSSL_PARAM_set_size_t(p, ivlen_of(mode)))
         goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_BLOCK_SIZE)) != NULL && !OSSL_PARAM_set_size_t(p, blksz))
-        goto bad;
-    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-        if ((p = OSSL_PARAM_locate(params, flags[i].key)) != NULL && !OSSL_PARAM_set_int(p, flags[i].v))
-            goto bad;
     return 1;
 bad:
-    acc_raise(ACC_R_INVALID_PARAMETER, "cannot return parameter '%s'", p->key);
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
     return 0;
 }
 
@@ -262,7 +266,7 @@ static int aes_init(acc_cipher_ctx *c, const unsigned char *key, size_t keylen,
     c->enc = enc;
     if (iv != NULL && c->mode != ACC_MODE_ECB) {
         if (ivlen != ACC_AES_BLOCK) {
-            acc_raise(ACC_R_BAD_IV_LENGTH, "iv length %zu, expected 16", ivlen);
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);
             return 0;
         }
         memcpy(c->oiv, iv, ACC_AES_BLOCK);
@@ -274,7 +278,7 @@ static int aes_init(acc_cipher_ctx *c, const unsigned char *key, size_t keylen,
     }
     if (key != NULL) {
         if (keylen != c->keylen) {
-            acc_raise(ACC_R_BAD_KEY_LENGTH, "key length %zu, expected %zu", keylen, c->keylen);
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", keylen, c->keylen);
             return 0;
         }
         memcpy(c->rawkey, key, keylen);
@@ -307,13 +311,21 @@ static int aes_dinit(void *vctx, const unsigned char *key, size_t keylen, const 
 
 /* ======================== Update and final ======================== */
 
-/* Checks common to every data call: a key, sane pointers, room, and an int-sized result
- * (EVP reports lengths as int: a larger result would be written, then refused). */
+/* Checks common to every data call: a key, room, sane pointers and an int-sized result (EVP
+ * reports lengths as int: a larger result would be written, then refused). The default provider
+ * checks the key and the room first, with its reasons (a negative int length reaches it as
+ * SIZE_MAX - k, with an output size that wraps below it: too small); it trusts the pointers and
+ * the length, and crashes or writes past the buffer where the rest refuse with our own reasons. */
 static inline int check_call(const acc_cipher_ctx *c, const unsigned char *out, size_t produce, size_t outsize,
                       const unsigned char *in, size_t inl)
 {
     if (!c->key_set) {
-        acc_raise(ACC_R_NO_KEY_SET, "no key set: call an init function with a key first");
+        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
+        return 0;
+    }
+    if (produce > outsize) {
+        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu",
+                  produce, outsize);
         return 0;
     }
     if (inl > 0 && in == NULL) {
@@ -322,10 +334,6 @@ static inline int check_call(const acc_cipher_ctx *c, const unsigned char *out, 
     }
     if (produce > (size_t)INT_MAX) {
         acc_raise(ACC_R_LENGTH_TOO_LARGE, "output of %zu bytes is more than an int can report", produce);
-        return 0;
-    }
-    if (produce > outsize) {
-        acc_raise(ACC_R_OUTPUT_BUFFER_TOO_SMALL, "need %zu bytes of output, have %zu", produce, outsize);
         return 0;
     }
     if (produce > 0 && out == NULL) {
@@ -358,11 +366,10 @@ static __attribute__((noinline)) int block_update_general(acc_cipher_ctx *c, uns
 
     if (c->tlsversion > 0 && c->key_set)
         return acc_tls_update(c, out, outl, outsize, in, inl);
-    /* EVP hands a negative int length down as SIZE_MAX - k: the sum must not wrap */
-    if (inl > (size_t)INT_MAX) {
-        acc_raise(ACC_R_LENGTH_TOO_LARGE, "input of %zu bytes is more than an int can report", inl);
-        return 0;
-    }
+    /* EVP hands a negative int length down as SIZE_MAX - k: the sum below must not wrap. Refused
+     * by check_call, as if all of it were due (it fails at the latest on the int-sized result). */
+    if (inl > (size_t)INT_MAX)
+        return check_call(c, out, inl, outsize, in, inl);
     total = c->bufsz + inl;
     produce = total & ~(size_t)(ACC_AES_BLOCK - 1);
     /* Decrypting with padding: a stream ending on a block boundary keeps its last block
@@ -436,12 +443,13 @@ static int aes_block_final(void *vctx, unsigned char *out, size_t *outl, size_t 
     size_t n;
 
     if (!c->key_set) {
-        acc_raise(ACC_R_NO_KEY_SET, "no key set: call an init function with a key first");
+        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
         return 0;
     }
     if (c->tlsversion > 0) {
         /* as the default provider: every record is one whole update, there is nothing to finish */
-        acc_raise(ACC_R_TLS_RECORD, "Final on a TLS record context: records are never finalised");
+        acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED),
+                  "Final on a TLS record context: records are never finalised");
         return 0;
     }
     if (c->enc) {
@@ -451,7 +459,7 @@ static int aes_block_final(void *vctx, unsigned char *out, size_t *outl, size_t 
             *outl = 0;
             return 1;
         } else {
-            acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH,
+            acc_raise(ACC_PROV_R(PROV_R_WRONG_FINAL_BLOCK_LENGTH),
                       "%zu bytes left over with padding off: data must be a multiple of 16 bytes", c->bufsz);
             return 0;
         }
@@ -466,7 +474,8 @@ static int aes_block_final(void *vctx, unsigned char *out, size_t *outl, size_t 
             *outl = 0;
             return 1;
         }
-        acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH, "%zu bytes left over: ciphertext must be whole blocks%s",
+        acc_raise(ACC_PROV_R(PROV_R_WRONG_FINAL_BLOCK_LENGTH),
+                  "%zu bytes left over: ciphertext must be whole blocks%s",
                   c->bufsz, c->pad ? " (and at least one with padding)" : "");
         return 0;
     }
@@ -476,7 +485,7 @@ static int aes_block_final(void *vctx, unsigned char *out, size_t *outl, size_t 
     if (c->pad && !unpad_block(blk, &n)) {
         OPENSSL_cleanse(blk, sizeof(blk));
         c->bufsz = 0;
-        acc_raise(ACC_R_BAD_DECRYPT, "bad decrypt: the padding is not valid PKCS#7 (wrong key or corrupt data)");
+        acc_raise(ACC_PROV_R(PROV_R_BAD_DECRYPT), "the padding is not valid PKCS#7 (wrong key or corrupt data)");
         return 0;
     }
     if (!check_call(c, out, n, outsize, NULL, 0)) {
@@ -541,7 +550,7 @@ static int aes_stream_final(void *vctx, unsigned char *out, size_t *outl, size_t
 
     (void)out; (void)outsize;
     if (!c->key_set) {
-        acc_raise(ACC_R_NO_KEY_SET, "no key set: call an init function with a key first");
+        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
         return 0;
     }
     *outl = 0;
@@ -560,6 +569,8 @@ static int aes_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         if (inl > 0 && !ctr_run(c, out, in, inl))
             return 0;
     } else {
+        /* The default provider returns success here having left a partial ECB block as it was,
+         * or written a whole CBC block for it: refused, with our own reason. */
         if (inl % ACC_AES_BLOCK != 0) {
             acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH,
                       "EVP_Cipher on %s needs whole 16-byte blocks, got %zu bytes",

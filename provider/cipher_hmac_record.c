@@ -27,6 +27,11 @@
 /* The constant-time masks (acc_ct_lt, acc_ct_ge, acc_ct_eq, acc_ct_is_zero, acc_ct_barrier) are
  * cipher.h's, shared with tls.c. */
 
+/* Errors as the default provider's stitched ciphers give them: a record its cipher function
+ * refuses fails the update (or EVP_Cipher) with PROV_R_CIPHER_OPERATION_FAILED, whatever the
+ * check was; a record header it refuses fails the parameter call with no error at all. */
+#define RECORD_FAILED ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED)
+
 /* ======================== The two hashes ======================== */
 
 static void s1_init(acc_sha_state *s) { SHA1_Init(&s->s1); }
@@ -80,17 +85,17 @@ void acc_hmac_set_mac_key(acc_hmac_ctx *h, const uint8_t *key, size_t len)
 /* Encrypting, the header's length field counts a TLS 1.1+ explicit IV, which the MAC does not
  * cover; decrypting, the payload length is known only after the padding check, so the header
  * is kept for then. The caller's buffer is not written to (the default provider writes the
- * corrected length back into it; libssl never reads it again). */
+ * corrected length back into it; libssl never reads it again). A header of the wrong size, or
+ * one whose record cannot hold its explicit IV, is refused with no error raised: the default
+ * provider raises none, and EVP_CIPHER_CTX_ctrl's caller sees the same 0 and empty queue. */
 int acc_hmac_set_aad(acc_hmac_ctx *h, const uint8_t *p, size_t n)
 {
     const size_t ms = h->sha->md_size;
     uint8_t aad[AAD_LEN];
     size_t len;
 
-    if (n != AAD_LEN) {
-        acc_raise(ACC_R_INVALID_PARAMETER, "TLS AAD of %zu bytes, expected %d", n, AAD_LEN);
+    if (n != AAD_LEN)
         return 0;
-    }
     len = (size_t)p[11] << 8 | p[12];
     if (!h->aes.enc) {
         memcpy(h->aad, p, AAD_LEN);
@@ -101,10 +106,8 @@ int acc_hmac_set_aad(acc_hmac_ctx *h, const uint8_t *p, size_t n)
     memcpy(aad, p, AAD_LEN);
     h->aad_version = (unsigned int)p[9] << 8 | p[10];
     if (h->aad_version >= V_TLS1_1) {
-        if (len < BLK) {
-            acc_raise(ACC_R_TLS_RECORD, "TLS record of %zu bytes cannot hold its explicit IV", len);
+        if (len < BLK)
             return 0;
-        }
         len -= BLK;
         aad[11] = (uint8_t)(len >> 8);
         aad[12] = (uint8_t)len;
@@ -160,7 +163,7 @@ static int encrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size
     uint8_t inner[MAX_MD];
 
     if (plen < iv || len != want) {
-        acc_raise(ACC_R_TLS_RECORD, "a %zu-byte TLS record with its MAC and padding takes %zu bytes, not %zu",
+        acc_raise(RECORD_FAILED, "a %zu-byte TLS record with its MAC and padding takes %zu bytes, not %zu",
                   plen, want, len);
         return 0;
     }
@@ -341,7 +344,7 @@ static int decrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size
     if (h->sha->iv_block_decrypted && !run_blocks(h, in, out, len))
         return 0;
     if (len < iv + ms + 1) {
-        acc_raise(ACC_R_TLS_RECORD, "TLS record of %zu bytes cannot hold %sa %zu-byte MAC and padding",
+        acc_raise(RECORD_FAILED, "TLS record of %zu bytes cannot hold %sa %zu-byte MAC and padding",
                   len, iv ? "an explicit IV, " : "", ms);
         return 0;
     }
@@ -361,7 +364,7 @@ int acc_hmac_cipher(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size_t len
 
     h->payload_len = ACC_HMAC_NO_PAYLOAD;      /* an AAD serves one record */
     if (len % BLK != 0) {
-        acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH, "%zu bytes: whole 16-byte blocks are needed", len);
+        acc_raise(RECORD_FAILED, "%zu bytes: whole 16-byte blocks are needed", len);
         return 0;
     }
     if (plen == ACC_HMAC_NO_PAYLOAD)

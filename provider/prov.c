@@ -27,6 +27,8 @@ static acc_prov_ctx *live_provs;
 static OSSL_FUNC_core_new_error_fn *c_new_error;
 static OSSL_FUNC_core_vset_error_fn *c_vset_error;
 
+/* The texts of accelaes's own reasons. A code made with ACC_PROV_R is ERR_LIB_PROV's, and its text
+ * is libcrypto's: it never reaches this table. */
 static const OSSL_ITEM reason_strings[] = {
     { ACC_R_BAD_KEY_LENGTH, "invalid key length" },
     { ACC_R_BAD_IV_LENGTH, "invalid iv length" },

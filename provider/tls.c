@@ -24,7 +24,12 @@
 
 /* Constant-time: the padding length and so the MAC position are secret (Lucky 13, padding
  * oracles): every decision that depends on them is a mask (acc_ct_*, cipher.h), never a branch
- * or a memory index. */
+ * or a memory index.
+ *
+ * Errors: the default provider answers every refused record, whatever the cause, with
+ * PROV_R_CIPHER_OPERATION_FAILED (ciphercommon.c's TLS branch), and so does this file: libssl and
+ * the applications above it see the same error. The printf detail says which check it was. */
+#define RECORD_FAILED ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED)
 
 static int version_known(unsigned int v)
 {
@@ -100,12 +105,12 @@ static int extract_mac(acc_cipher_ctx *ctx, const uint8_t *rec, size_t len, size
     if (ctx->prov != NULL)
         lc = ctx->prov->priv_libctx != NULL ? ctx->prov->priv_libctx : ctx->prov->libctx;
     if (RAND_bytes_ex(lc, rnd, ms, 0) <= 0) {
-        acc_raise(ACC_R_RAND_FAILURE, "random MAC for a TLS record with bad padding");
+        acc_raise(RECORD_FAILED, "no random MAC for a TLS record");
         return 0;
     }
     out = OPENSSL_malloc(ms);
     if (out == NULL) {
-        acc_raise(ACC_R_MALLOC_FAILURE, "TLS record MAC");
+        acc_raise(RECORD_FAILED, "no memory for a TLS record's MAC");
         return 0;
     }
 
@@ -148,7 +153,7 @@ static int unpad_record(acc_cipher_ctx *ctx, const uint8_t *rec, size_t len, siz
 
     /* Lengths are public: a record too short to hold padding and MAC is refused openly. */
     if (len < overhead) {
-        acc_raise(ACC_R_TLS_RECORD, "record of %zu bytes cannot hold padding and a %zu-byte MAC",
+        acc_raise(RECORD_FAILED, "record of %zu bytes cannot hold padding and a %zu-byte MAC",
                   len, ms);
         return 0;
     }
@@ -158,7 +163,7 @@ static int unpad_record(acc_cipher_ctx *ctx, const uint8_t *rec, size_t len, siz
         /* Encrypt-then-MAC (or no MAC): libssl has already checked the MAC over the
          * ciphertext, so the padding verdict is no longer secret and may be acted on. */
         if (!good) {
-            acc_raise(ACC_R_BAD_DECRYPT, "bad TLS record padding");
+            acc_raise(RECORD_FAILED, "bad TLS record padding");
             return 0;
         }
         *outl = len - padl;
@@ -179,8 +184,7 @@ static int pad_record(const acc_cipher_ctx *ctx, unsigned char *buf, size_t *len
     uint8_t v = (uint8_t)(n - 1);
 
     if (outsize < *len + n) {
-        acc_raise(ACC_R_OUTPUT_BUFFER_TOO_SMALL,
-                  "TLS record of %zu bytes needs %zu bytes with padding, buffer has %zu",
+        acc_raise(RECORD_FAILED, "TLS record of %zu bytes needs %zu bytes with padding, buffer has %zu",
                   *len, *len + n, outsize);
         return 0;
     }
@@ -205,32 +209,27 @@ int acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t
         return 0;
     }
     *outl = 0;
-    if (in == NULL || in != out) {
-        acc_raise(ACC_R_TLS_RECORD, "a TLS record is processed in place (in == out)");
-        return 0;
-    }
     if (!ctx->key_set) {
-        acc_raise(ACC_R_NO_KEY_SET, "TLS record before a key was set");
+        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "TLS record before a key was set");
         return 0;
     }
-    if (ctx->mode != ACC_MODE_CBC || !version_known(ctx->tlsversion)) {
-        acc_raise(ACC_R_TLS_RECORD, "TLS record handling needs CBC and a known version (0x%x)",
-                  ctx->tlsversion);
-        return 0;
-    }
-    if (!ctx->pad) {
-        acc_raise(ACC_R_TLS_RECORD, "TLS records need padding switched on");
+    if (in == NULL || in != out || outsize < inl || !ctx->pad) {
+        acc_raise(RECORD_FAILED, "a TLS record is processed in place (in == out), with padding on and "
+                  "room for it (%zu bytes, buffer %zu)", inl, outsize);
         return 0;
     }
     /* EVP hands a negative int length down as SIZE_MAX - k (and the output size as that plus
-     * 16, which can wrap past it): no record comes near INT_MAX, and padding must not wrap */
+     * 16, which can wrap below it, refused just above as by the default): no record comes near
+     * INT_MAX, and padding must not wrap. The default goes on with such a length; not here. */
     if (inl > (size_t)INT_MAX) {
         acc_raise(ACC_R_LENGTH_TOO_LARGE, "TLS record of %zu bytes", inl);
         return 0;
     }
-    if (outsize < inl) {
-        acc_raise(ACC_R_OUTPUT_BUFFER_TOO_SMALL, "TLS record of %zu bytes, buffer has %zu",
-                  inl, outsize);
+    /* Records on ECB (which the default provider pads and unpads too) are refused, with our own
+     * reason: no TLS suite uses them. The version was checked when it was set. */
+    if (ctx->mode != ACC_MODE_CBC || !version_known(ctx->tlsversion)) {
+        acc_raise(ACC_R_TLS_RECORD, "TLS record handling needs CBC and a known version (0x%x)",
+                  ctx->tlsversion);
         return 0;
     }
     /* The previous record's MAC is gone once another record goes through. */
@@ -240,13 +239,12 @@ int acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t
         if (!pad_record(ctx, out, &inl, outsize))
             return 0;
     } else if (inl % BLK != 0) {
-        acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH,
-                  "TLS record of %zu bytes is not a whole number of blocks", inl);
+        acc_raise(RECORD_FAILED, "TLS record of %zu bytes is not a whole number of blocks", inl);
         return 0;
     }
     skip = (!ctx->enc && version_explicit_iv(ctx->tlsversion)) ? BLK : 0;
     if (inl < skip + BLK) {
-        acc_raise(ACC_R_TLS_RECORD, "TLS record of %zu bytes is too short", inl);
+        acc_raise(RECORD_FAILED, "TLS record of %zu bytes is too short", inl);
         return 0;
     }
     if (!acc_policy_blocks(ctx, in, out, inl))
@@ -266,18 +264,17 @@ int acc_tls_set_ctx_params(acc_cipher_ctx *ctx, const OSSL_PARAM params[])
 
     if (params == NULL)
         return 1;
+    /* A version no CBC record layer speaks, and a MAC larger than any digest, are refused here,
+     * with our own reason: the default provider takes them, pads records with the one and trusts
+     * the other when it decrypts (tests/error_rows_tls.py lists these). */
     p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS_VERSION);
     if (p != NULL) {
         unsigned int v;
 
-        if (!OSSL_PARAM_get_uint(p, &v)) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s is not an unsigned integer",
-                      OSSL_CIPHER_PARAM_TLS_VERSION);
-            return 0;
-        }
+        if (!OSSL_PARAM_get_uint(p, &v))
+            goto bad;
         if (v != 0 && !version_known(v)) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s 0x%x is not a CBC record version",
-                      OSSL_CIPHER_PARAM_TLS_VERSION, v);
+            acc_raise(ACC_R_INVALID_PARAMETER, "%s 0x%x is not a CBC record version", p->key, v);
             return 0;
         }
         ctx->tlsversion = v;
@@ -286,14 +283,10 @@ int acc_tls_set_ctx_params(acc_cipher_ctx *ctx, const OSSL_PARAM params[])
     if (p != NULL) {
         size_t ms;
 
-        if (!OSSL_PARAM_get_size_t(p, &ms)) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s is not a size",
-                      OSSL_CIPHER_PARAM_TLS_MAC_SIZE);
-            return 0;
-        }
+        if (!OSSL_PARAM_get_size_t(p, &ms))
+            goto bad;
         if (ms > TLS_MAX_MAC) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s %zu exceeds %d",
-                      OSSL_CIPHER_PARAM_TLS_MAC_SIZE, ms, TLS_MAX_MAC);
+            acc_raise(ACC_R_INVALID_PARAMETER, "%s %zu exceeds %d", p->key, ms, TLS_MAX_MAC);
             return 0;
         }
         /* A MAC of the old size must not be read with the new one. */
@@ -301,6 +294,9 @@ int acc_tls_set_ctx_params(acc_cipher_ctx *ctx, const OSSL_PARAM params[])
         ctx->tlsmacsize = ms;
     }
     return 1;
+bad:
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s is not an unsigned integer", p->key);
+    return 0;
 }
 
 int acc_tls_get_ctx_params(acc_cipher_ctx *ctx, OSSL_PARAM params[])
@@ -311,7 +307,7 @@ int acc_tls_get_ctx_params(acc_cipher_ctx *ctx, OSSL_PARAM params[])
         return 1;
     p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS_MAC);
     if (p != NULL && !OSSL_PARAM_set_octet_ptr(p, ctx->tlsmac, ctx->tlsmacsize)) {
-        acc_raise(ACC_R_INVALID_PARAMETER, "%s must be an octet pointer",
+        acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "%s must be an octet pointer",
                   OSSL_CIPHER_PARAM_TLS_MAC);
         return 0;
     }
@@ -326,10 +322,8 @@ int acc_tls_dup(acc_cipher_ctx *dst, const acc_cipher_ctx *src)
     if (src->tlsmac == NULL || !src->tlsmac_alloced)
         return 1;
     dst->tlsmac = OPENSSL_memdup(src->tlsmac, src->tlsmacsize);
-    if (dst->tlsmac == NULL) {
-        acc_raise(ACC_R_MALLOC_FAILURE, "copying a TLS record MAC");
-        return 0;
-    }
+    if (dst->tlsmac == NULL)
+        return 0;                       /* the caller raises the one error, as the default's dupctx */
     dst->tlsmac_alloced = 1;
     return 1;
 }
