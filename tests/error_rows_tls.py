@@ -141,6 +141,18 @@ for _rid, _mangle in _RECORDS:
             return got[:2] + ((got[2][:2 * (got[1] or 0)],) if got[0] else ())
 
 
+@row("record-shorter-than-what-the-tls-version-strips", STITCHED)
+def _(env, name):
+    """A good TLS 1.0 record (MAC and padding only) read with tls-version TLS 1.2 set: the length
+    left after the padding, MAC and an explicit IV would be negative."""
+    rec = _sealed(env, name, V_TLS1, b"")
+    c = _stitched(env, name, 0)
+    assert set_params(c, [("tls-version", "uint", V_TLS1_2, 4)])
+    assert ctrl(c, EVP_CTRL_AEAD_TLS1_AAD, _aad(V_TLS1, len(rec))) > 0
+    env.go()
+    return upd_inplace(c, rec)[:2]
+
+
 for _rid, _enc, _aadv in (("aad-12-bytes", 1, lambda: _aad(V_TLS1_2, 20)[:12]),
                           ("aad-12-bytes-decrypt", 0, lambda: _aad(V_TLS1_2, 64)[:12]),
                           ("aad-14-bytes", 1, lambda: _aad(V_TLS1_2, 20) + b"\x00"),
