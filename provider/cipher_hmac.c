@@ -38,10 +38,9 @@ static void *hmac_newctx(void *provctx, size_t keylen, const acc_sha_kind *sha)
     acc_prov_ctx *prov = provctx;
     acc_hmac_ctx *h = NULL;
 
-    if ((h = acc_ctx_alloc(sizeof(*h))) == NULL) {
-        acc_raise(ACC_R_MALLOC_FAILURE, "allocating a stitched cipher context");
+    /* No error of ours: the default's raises none, and EVP raises its initialization error. */
+    if ((h = acc_ctx_alloc(sizeof(*h))) == NULL)
         return NULL;
-    }
     memset(h, 0, sizeof(*h));
     h->aes.prov = prov;
     h->aes.eng = prov->eng;
@@ -72,16 +71,15 @@ static void *hmac_dupctx(void *vctx)
 {
     acc_hmac_ctx *s = vctx, *d = NULL;
 
-    if ((d = acc_ctx_alloc(sizeof(*d))) == NULL) {
-        acc_raise(ACC_R_MALLOC_FAILURE, "allocating a copy of a stitched cipher context");
+    /* No error of ours on failure: the default's (OPENSSL_memdup) raises none, and
+     * EVP_CIPHER_CTX_copy raises its not-able-to-copy error. */
+    if ((d = acc_ctx_alloc(sizeof(*d))) == NULL)
         return NULL;
-    }
     memcpy(d, s, sizeof(*d));
     d->aes.batch_q = NULL;   /* a waiting request stays the original's */
     if (s->aes.key_set && !s->aes.eng->copy_key(&d->aes.ks, &s->aes.ks)) {
         OPENSSL_cleanse(d, sizeof(*d));
         acc_ctx_free(d);
-        acc_raise(ACC_R_MALLOC_FAILURE, "copying a stitched cipher context");
         return NULL;
     }
     return d;
@@ -120,7 +118,7 @@ static int set_multiblock(acc_hmac_ctx *h, const OSSL_PARAM params[])
     }
     return 1;
 bad:
-    acc_raise(ACC_R_INVALID_PARAMETER, "cannot read parameter '%s'", p->key);
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "cannot read parameter '%s'", p->key);
     return 0;
 }
 
@@ -133,7 +131,7 @@ static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
         return 1;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_MAC_KEY)) != NULL) {
         if (p->data_type != OSSL_PARAM_OCTET_STRING) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s must be an octet string", p->key);
+            acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s must be an octet string", p->key);
             return 0;
         }
         acc_hmac_set_mac_key(h, p->data, p->data_size);
@@ -141,30 +139,35 @@ static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
     if (!set_multiblock(h, params))
         return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD)) != NULL) {
-        if (p->data_type != OSSL_PARAM_OCTET_STRING || p->data_size > INT_MAX) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s must be an octet string", p->key);
+        if (p->data_type != OSSL_PARAM_OCTET_STRING) {
+            acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s must be an octet string", p->key);
             return 0;
         }
-        if (!acc_hmac_set_aad(h, p->data, p->data_size))
+        if (!acc_hmac_set_aad(h, p->data, p->data_size))   /* no error: the default raises none */
             return 0;
     }
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL) {
         size_t kl;
 
-        if (!OSSL_PARAM_get_size_t(p, &kl) || kl != h->aes.keylen) {
-            acc_raise(ACC_R_BAD_KEY_LENGTH, "key length must be %zu", h->aes.keylen);
+        if (!OSSL_PARAM_get_size_t(p, &kl)) {
+            acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s is not a size", p->key);
+            return 0;
+        }
+        if (kl != h->aes.keylen) {
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", kl, h->aes.keylen);
             return 0;
         }
     }
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS_VERSION)) != NULL) {
         if (!OSSL_PARAM_get_uint(p, &h->tlsversion)) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "%s is not an unsigned integer", p->key);
+            acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s is not an unsigned integer", p->key);
             return 0;
         }
         /* No explicit IV to strip in SSL 3.0 / TLS 1.0 (as the default, once per key set-up). */
         if (h->tlsversion == V_SSL3 || h->tlsversion == V_TLS1) {
             if (h->strip_fixed < BLK) {
-                acc_raise(ACC_R_INVALID_PARAMETER, "%s set before a key", p->key);
+                /* the default's assertion fails here: ERR_R_INTERNAL_ERROR under ERR_LIB_PROV */
+                acc_raise(ACC_PROV_R(ERR_R_INTERNAL_ERROR), "%s set before a key", p->key);
                 return 0;
             }
             h->strip_fixed -= BLK;
@@ -186,8 +189,13 @@ static int hmac_get_ctx_params(void *vctx, OSSL_PARAM params[])
     OSSL_PARAM *p;
 
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_BUFSIZE)) != NULL
-        && (h->mb_max_frag == 0 || !OSSL_PARAM_set_size_t(p, acc_hmac_mb_bufsize(h))))
-        goto bad;   /* the default aborts the process when the fragment size was never set */
+        && h->mb_max_frag == 0) {
+        /* the default aborts the process here: refused, with our own reason */
+        acc_raise(ACC_R_INVALID_PARAMETER, "'%s' before the maximum send fragment was set", p->key);
+        return 0;
+    }
+    if (p != NULL && !OSSL_PARAM_set_size_t(p, acc_hmac_mb_bufsize(h)))
+        goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE)) != NULL
         && !OSSL_PARAM_set_uint(p, h->mb_interleave))
         goto bad;
@@ -211,7 +219,7 @@ static int hmac_get_ctx_params(void *vctx, OSSL_PARAM params[])
         goto bad;
     return 1;
 bad:
-    acc_raise(ACC_R_INVALID_PARAMETER, "cannot return parameter '%s'", p->key);
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
     return 0;
 }
 
@@ -260,7 +268,7 @@ static int hmac_get_params(OSSL_PARAM params[], size_t keylen)
     if (!acc_cipher_get_params(params, ACC_MODE_CBC, keylen, 1))
         return 0;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK)) != NULL && !OSSL_PARAM_set_int(p, 1)) {
-        acc_raise(ACC_R_INVALID_PARAMETER, "cannot return parameter '%s'", p->key);
+        acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
         return 0;
     }
     return 1;
@@ -277,7 +285,7 @@ static int hmac_init(acc_hmac_ctx *h, const unsigned char *key, size_t keylen, c
     c->enc = enc;
     if (iv != NULL) {
         if (ivlen != BLK) {
-            acc_raise(ACC_R_BAD_IV_LENGTH, "iv length %zu, expected 16", ivlen);
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);
             return 0;
         }
         memcpy(c->oiv, iv, BLK);
@@ -288,7 +296,7 @@ static int hmac_init(acc_hmac_ctx *h, const unsigned char *key, size_t keylen, c
     }
     if (key != NULL) {
         if (keylen != c->keylen) {
-            acc_raise(ACC_R_BAD_KEY_LENGTH, "key length %zu, expected %zu", keylen, c->keylen);
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", keylen, c->keylen);
             return 0;
         }
         memcpy(c->rawkey, key, keylen);
@@ -333,7 +341,7 @@ static int check_call(const acc_hmac_ctx *h, const unsigned char *out, size_t ou
                       const unsigned char *in, size_t inl)
 {
     if (!h->aes.key_set) {
-        acc_raise(ACC_R_NO_KEY_SET, "no key set: call an init function with a key first");
+        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
         return 0;
     }
     /* EVP hands a negative int length down as SIZE_MAX - k, with an output size that can wrap
@@ -343,7 +351,7 @@ static int check_call(const acc_hmac_ctx *h, const unsigned char *out, size_t ou
         return 0;
     }
     if (outsize < inl) {
-        acc_raise(ACC_R_OUTPUT_BUFFER_TOO_SMALL, "need %zu bytes of output, have %zu", inl, outsize);
+        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
     }
     if (inl > 0 && (in == NULL || out == NULL)) {
@@ -357,8 +365,8 @@ static int run_cipher(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size_t i
 {
     int r = acc_hmac_cipher(h, out, in, inl);
 
-    if (r < 0)
-        acc_raise(ACC_R_BAD_DECRYPT, "TLS record: bad record MAC or padding");
+    if (r < 0)   /* the default's record check fails the call with this one reason */
+        acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "TLS record: bad record MAC or padding");
     return r > 0;
 }
 
@@ -381,10 +389,8 @@ static int hmac_update(void *vctx, unsigned char *out, size_t *outl, size_t outs
     if (!h->aes.enc && h->tlsversion > 0) {
         size_t strip = (size_t)out[inl - 1] + 1 + h->strip_fixed;
 
-        if (inl < strip) {
-            acc_raise(ACC_R_TLS_RECORD, "record of %zu bytes is shorter than its padding and MAC", inl);
-            return 0;
-        }
+        if (inl < strip)
+            return 0;       /* as the default's (an ossl_assert): refused, no error raised */
         *outl = inl - strip;
     }
     return 1;
@@ -392,7 +398,13 @@ static int hmac_update(void *vctx, unsigned char *out, size_t *outl, size_t outs
 
 static int hmac_final(void *vctx, unsigned char *out, size_t *outl, size_t outsize)
 {
-    (void)vctx; (void)out; (void)outsize;
+    const acc_hmac_ctx *h = vctx;
+
+    (void)out; (void)outsize;
+    if (!h->aes.key_set) {   /* as the default's stream final */
+        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
+        return 0;
+    }
     *outl = 0;
     return 1;
 }

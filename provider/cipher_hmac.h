@@ -58,7 +58,8 @@ typedef struct acc_hmac_ctx {
 /* provider/cipher_hmac_record.c */
 /* OSSL_CIPHER_PARAM_AEAD_MAC_KEY: the HMAC key, kept as the hash states after its two pads. */
 void acc_hmac_set_mac_key(acc_hmac_ctx *h, const uint8_t *key, size_t len);
-/* OSSL_CIPHER_PARAM_AEAD_TLS1_AAD: the next record's header. 1, or 0 with an error raised. */
+/* OSSL_CIPHER_PARAM_AEAD_TLS1_AAD: the next record's header. 1, or 0 with no error raised (as the
+ * default provider: a header it refuses fails the parameter call with an empty queue). */
 int acc_hmac_set_aad(acc_hmac_ctx *h, const uint8_t *aad, size_t len);
 /* One record when an AAD is pending, else plain AES-CBC; len a multiple of 16 or refused.
  * 1: done; 0: refused for a public reason (error raised); -1: bad MAC or padding (no error
