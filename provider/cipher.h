@@ -37,7 +37,7 @@ typedef struct acc_cipher_ctx {
     /* The thread queue (provider/batch.c) this context's request waits in while its async job
      * is paused, or NULL: freeing or re-initialising the context takes the request out. */
     void *batch_q;
-    size_t inline_below;          /* prov->inline_below, kept here to spare a load per call */
+    size_t inline_below;          /* acc_policy_inline_below() for this mode and direction */
     /* TLS 1.0-1.2 CBC record handling (provider/tls.c) */
     unsigned int tlsversion;      /* 0: not a TLS record context */
     size_t tlsmacsize;
@@ -96,8 +96,9 @@ int acc_engine_fail(const acc_cipher_ctx *c, size_t len);
  * len is a multiple of 16. in == out is legal. Returns 1 on success, 0 on failure, when it has
  * raised the error itself (callers must not raise a second one). */
 int acc_policy_blocks(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_t len);
-/* The size below which nothing but the inline path can pay, for these settings. */
-size_t acc_policy_inline_below(const acc_settings *s);
+/* The size below which nothing but the inline path can take a request of this mode and
+ * direction, for these settings. */
+size_t acc_policy_inline_below(const acc_settings *s, acc_mode mode, int enc);
 
 /* ---- Cipher parameters (provider/cipher_aes.c), shared with the stitched ciphers ---- */
 /* The gettable table and the get_params body of an AES cipher of this mode and key length

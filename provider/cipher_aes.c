@@ -46,7 +46,6 @@ static void *aes_newctx(void *provctx, acc_mode mode, size_t keylen)
     c->mode = mode;
     c->keylen = keylen;
     c->pad = 1;
-    c->inline_below = prov->inline_below;
     return c;
 }
 
@@ -264,6 +263,7 @@ static int aes_init(acc_cipher_ctx *c, const unsigned char *key, size_t keylen,
     c->bufsz = 0;
     c->updated = 0;
     c->enc = enc;
+    c->inline_below = acc_policy_inline_below(&c->prov->settings, c->mode, enc);
     if (iv != NULL && c->mode != ACC_MODE_ECB) {
         if (ivlen != ACC_AES_BLOCK) {
             acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);

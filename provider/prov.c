@@ -341,7 +341,6 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
         live_remove_free(prov);
         return 0;
     }
-    prov->inline_below = acc_policy_inline_below(&prov->settings);
     prov->eng = acc_engine_default();
     if (prov->eng == NULL) {
         acc_raise(ACC_R_ENGINE_FAILURE, "no AES engine is usable on this CPU");

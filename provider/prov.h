@@ -20,7 +20,6 @@ typedef struct acc_prov_ctx {
     OSSL_PROVIDER *priv_default;  /* the default provider loaded there: unloaded before the context is freed */
     acc_settings settings;
     const acc_engine *eng;        /* the inline engine (AES-NI, or nested EVP without it) */
-    size_t inline_below;          /* requests shorter than this run inline without asking the policy */
     struct acc_prov_ctx *next_live; /* prov.c's list of live loads, whose handles raise errors */
 } acc_prov_ctx;
 
