@@ -19,6 +19,86 @@
 
 #include "tools/files.h"
 
+/* ---- replaced outputs, unlinked off the workers' path ---- */
+
+struct reap {
+    struct reap *next;
+    int fd;     /* the output directory's descriptor, held for the run */
+    size_t dir; /* for the message */
+    char *name;
+};
+
+static void reap_one(struct run *r, int fd, size_t dir, char *name)
+{
+    if (unlinkat(fd, name, 0) < 0 && errno != ENOENT) {
+        char *path = files_join(r->out_dir, r->dirs[dir].rel), *p = path ? files_join(path, name) : NULL;
+        int err = errno;
+
+        files_report(r, p ? p : name, "cannot remove the output it replaced", strerror(err));
+        atomic_store(&r->failed, 1);
+        free(path), free(p);
+    }
+    free(name);
+}
+
+static void *reaper_main(void *arg)
+{
+    struct run *r = arg;
+    struct reap *e;
+
+    pthread_mutex_lock(&r->reap_lock);
+    for (;;) {
+        while (r->reap_head == NULL && !r->reap_stop)
+            pthread_cond_wait(&r->reap_cond, &r->reap_lock);
+        if ((e = r->reap_head) == NULL)
+            break; /* stopping, and nothing left */
+        if ((r->reap_head = e->next) == NULL)
+            r->reap_tail = &r->reap_head;
+        pthread_mutex_unlock(&r->reap_lock);
+        reap_one(r, e->fd, e->dir, e->name);
+        free(e);
+        pthread_mutex_lock(&r->reap_lock);
+    }
+    pthread_mutex_unlock(&r->reap_lock);
+    return NULL;
+}
+
+void files_reap(struct slot *s, char *tmp)
+{
+    struct run *r = s->run;
+    struct reap *e = s->own_dirs ? NULL : malloc(sizeof(*e)); /* a reopened directory closes with the file */
+    int queued = 0;
+
+    if (e != NULL) {
+        *e = (struct reap){ .fd = s->dout, .dir = s->job->dir, .name = tmp };
+        pthread_mutex_lock(&r->reap_lock);
+        while (r->nreapers < REAPERS && pthread_create(&r->reapers[r->nreapers], NULL, reaper_main, r) == 0)
+            r->nreapers++;
+        if (r->nreapers > 0) {
+            *r->reap_tail = e;
+            r->reap_tail = &e->next;
+            pthread_cond_signal(&r->reap_cond);
+            queued = 1;
+        }
+        pthread_mutex_unlock(&r->reap_lock);
+    }
+    if (!queued) { /* no reaper: here */
+        free(e);
+        reap_one(r, s->dout, s->job->dir, tmp);
+    }
+}
+
+/* Waits for the reapers to unlink every replaced output. */
+static void reap_finish(struct run *r)
+{
+    pthread_mutex_lock(&r->reap_lock);
+    r->reap_stop = 1;
+    pthread_cond_broadcast(&r->reap_cond);
+    pthread_mutex_unlock(&r->reap_lock);
+    for (int i = 0; i < r->nreapers; i++)
+        pthread_join(r->reapers[i], NULL);
+}
+
 /* ---- the workers ---- */
 
 /* The index of the worker's next file: its own queue's front, else the back of the fullest other queue. */
@@ -271,6 +351,9 @@ int files_run(struct run *r, int nthreads)
     long room, per, base;
     double t0 = now();
 
+    pthread_mutex_init(&r->reap_lock, NULL);
+    pthread_cond_init(&r->reap_cond, NULL);
+    r->reap_tail = &r->reap_head;
     if (w == NULL || deal(r, nthreads) < 0) {
         fprintf(stderr, "accelaes-files: out of memory\n");
         free(w);
@@ -315,6 +398,7 @@ int files_run(struct run *r, int nthreads)
     }
     for (int i = 0; i < started; i++)
         pthread_join(w[i].tid, NULL);
+    reap_finish(r);
     if (r->progress && ret == 0)
         fprintf(stderr, "\r\033[K%zu files, %.1f MB in %.2f s\n", r->njobs,
                 (double)atomic_load(&r->bytes) / 1e6, now() - t0);
