@@ -1,0 +1,266 @@
+/* accel/cpu/vaes.c: the VAES engine's block code: four blocks per zmm instruction, up to eight
+ * registers (32 blocks) in flight. Each mode is compiled once per key size, so the round count is a
+ * constant: the rounds unroll, and the round keys are broadcast into registers once per call and
+ * stay there (the generic loop reloaded a key every round of every group). Below VAES_MIN blocks
+ * the xmm code of aes_x.h runs instead. Key schedules, the engine table and the CPU checks are in
+ * aesni.c. */
+#include "accel/cpu/aes_x.h"
+
+#define NREG 8
+
+/* The round keys, each broadcast to the four lanes. */
+typedef struct { __m512i k[ACC_AES_MAXROUNDS + 1]; } zsched;
+
+TGT_VAES INLINE void zs_load(zsched *s, const uint8_t *rk, int rounds)
+{
+#pragma GCC unroll 15
+    for (int r = 0; r <= rounds; r++)
+        s->k[r] = _mm512_broadcast_i32x4(XKEY(rk, r));
+}
+
+/* Loads and stores of register j of n; the last one holds only rem blocks when rem != 0. The
+ * partial one uses 256/128-bit moves, not masked ones: a masked store does not forward to a
+ * later load, which costs dearly when the caller re-reads its buffer at once (openssl speed). */
+TGT_VAES INLINE __m512i zload(const uint8_t *p, int j, int n, int rem)
+{
+    p += 64 * j;
+    if (j < n - 1 || rem == 0)
+        return _mm512_loadu_si512(p);
+    if (rem == 1)
+        return _mm512_zextsi128_si512(XLD(p));
+    __m512i v = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return rem == 2 ? v : _mm512_inserti32x4(v, XLD(p + 32), 2);
+}
+
+TGT_VAES INLINE void zstore(uint8_t *p, int j, int n, int rem, __m512i v)
+{
+    p += 64 * j;
+    if (j < n - 1 || rem == 0) {
+        _mm512_storeu_si512(p, v);
+    } else if (rem == 1) {
+        XST(p, _mm512_castsi512_si128(v));
+    } else {
+        _mm256_storeu_si256((__m256i *)(void *)p, _mm512_castsi512_si256(v));
+        if (rem == 3)
+            XST(p + 32, _mm512_extracti32x4_epi32(v, 2));
+    }
+}
+
+/* The middle rounds 1 .. rounds-1 on n registers (whitening and the last round are the caller's). */
+TGT_VAES INLINE void z_rounds(const zsched *s, int rounds, __m512i *z, int n, int dec)
+{
+#pragma GCC unroll 13
+    for (int r = 1; r < rounds; r++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++)
+            z[j] = dec ? _mm512_aesdec_epi128(z[j], s->k[r]) : _mm512_aesenc_epi128(z[j], s->k[r]);
+    }
+}
+
+/* A tail of 1..31 blocks as one group of ceil(n/4) registers: every register count is its own
+ * unrolled copy, so a tail runs at the latency of one group whatever its size. */
+#define Z_TAIL(n, GROUP) GROUP_OF(((n) + 3) / 4, GROUP)
+
+/* One call per key size, each with its constant round count. */
+#define BY_ROUNDS(rounds, CALL)                                                            \
+    switch (rounds) {                                                                      \
+    case 10: CALL(10); break;                                                              \
+    case 12: CALL(12); break;                                                              \
+    default: CALL(14); break;                                                              \
+    }
+
+/* ------------------------------------------------------------------------------------------
+ * ECB
+ * ------------------------------------------------------------------------------------------ */
+
+TGT_VAES INLINE void z_ecb_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out,
+                             int n, int rem, int dec)
+{
+    __m512i z[NREG];
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        z[j] = _mm512_xor_si512(zload(in, j, n, rem), s->k[0]);
+    z_rounds(s, rounds, z, n, dec);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        zstore(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], s->k[rounds])
+                                   : _mm512_aesenclast_epi128(z[j], s->k[rounds]));
+}
+
+TGT_VAES INLINE void z_ecb(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                           size_t n, int dec)
+{
+    zsched s;
+    zs_load(&s, rk, rounds);
+    for (; n >= 32; n -= 32, in += 512, out += 512)
+        z_ecb_n(&s, rounds, in, out, NREG, 0, dec);
+#define G(q) z_ecb_n(&s, rounds, in, out, q, (int)(n & 3), dec)
+    Z_TAIL(n, G)
+#undef G
+}
+
+/* ------------------------------------------------------------------------------------------
+ * CBC decryption
+ * ------------------------------------------------------------------------------------------ */
+
+/* *iv carries the previous ciphertext block in its top lane; alignr shifts each register's
+ * ciphertext up one block and pulls that block in, giving every lane its chaining value. All n
+ * registers are loaded before any store, so in == out is safe. */
+TGT_VAES INLINE void z_cbcdec_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out,
+                                int n, int rem, __m512i *iv)
+{
+    __m512i c[NREG], z[NREG];
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        c[j] = zload(in, j, n, rem);
+        z[j] = _mm512_xor_si512(c[j], s->k[0]);
+    }
+    z_rounds(s, rounds, z, n, 1);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        __m512i prev = _mm512_alignr_epi64(c[j], j ? c[j - 1] : *iv, 6);
+        zstore(out, j, n, rem, _mm512_aesdeclast_epi128(z[j], _mm512_xor_si512(s->k[rounds], prev)));
+    }
+    *iv = c[n - 1];
+}
+
+TGT_VAES INLINE void z_cbcdec(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                              size_t n, __m512i *iv)
+{
+    zsched s;
+    zs_load(&s, rk, rounds);
+    for (; n >= 32; n -= 32, in += 512, out += 512)
+        z_cbcdec_n(&s, rounds, in, out, NREG, 0, iv);
+#define G(q) z_cbcdec_n(&s, rounds, in, out, q, (int)(n & 3), iv)
+    Z_TAIL(n, G)
+#undef G
+}
+
+/* ------------------------------------------------------------------------------------------
+ * CTR
+ * ------------------------------------------------------------------------------------------ */
+
+/* n registers of whitened counter blocks, lane i of register j holding counter (hi:lo) + 4j + i.
+ * When the last byte of the counter cannot overflow within them, a 32-bit add on the big-endian
+ * block (whose last byte is the top byte of its last dword) makes every counter, with no byte swap
+ * per register. Otherwise each lane holds a byte-reversed 64-bit counter, added to and swapped
+ * back; the caller keeps lo from wrapping within the group (ctr_span). */
+TGT_VAES INLINE void z_ctr_blocks(__m512i k0, uint64_t hi, uint64_t lo, __m512i *z, int n)
+{
+    if ((lo & 0xff) + 4u * (unsigned)n <= 256) {
+        const __m512i step = _mm512_set_epi32(4 << 24, 0, 0, 0, 4 << 24, 0, 0, 0,
+                                              4 << 24, 0, 0, 0, 4 << 24, 0, 0, 0);
+        __m512i c = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)__builtin_bswap64(lo),
+                                                          (long long)__builtin_bswap64(hi)));
+        c = _mm512_add_epi32(c, _mm512_set_epi32(3 << 24, 0, 0, 0, 2 << 24, 0, 0, 0,
+                                                 1 << 24, 0, 0, 0, 0, 0, 0, 0));
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++) {
+            z[j] = _mm512_xor_si512(c, k0);
+            c = _mm512_add_epi32(c, step);
+        }
+        return;
+    }
+    const __m512i bswap = _mm512_broadcast_i32x4(
+        _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i four = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+    __m512i c = _mm512_add_epi64(_mm512_broadcast_i32x4(_mm_set_epi64x((long long)hi, (long long)lo)),
+                                 _mm512_set_epi64(0, 3, 0, 2, 0, 1, 0, 0));
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        z[j] = _mm512_xor_si512(_mm512_shuffle_epi8(c, bswap), k0);
+        c = _mm512_add_epi64(c, four);
+    }
+}
+
+/* The keystream XOR is folded into the last round key, so it costs no instruction of its own. */
+TGT_VAES INLINE void z_ctr_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out,
+                             int n, int rem, uint64_t hi, uint64_t lo)
+{
+    __m512i z[NREG];
+    z_ctr_blocks(s->k[0], hi, lo, z, n);
+    z_rounds(s, rounds, z, n, 0);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        zstore(out, j, n, rem, _mm512_aesenclast_epi128(z[j], _mm512_xor_si512(s->k[rounds],
+                                                                                  zload(in, j, n, rem))));
+}
+
+TGT_VAES INLINE void z_ctr(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
+                           size_t n, uint64_t hi, uint64_t lo)
+{
+    zsched s;
+    zs_load(&s, rk, rounds);
+    for (; n >= 32; n -= 32, in += 512, out += 512, lo += 32)
+        z_ctr_n(&s, rounds, in, out, NREG, 0, hi, lo);
+#define G(q) z_ctr_n(&s, rounds, in, out, q, (int)(n & 3), hi, lo)
+    Z_TAIL(n, G)
+#undef G
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Entry points (the engine table is in aesni.c). They cannot fail.
+ * ------------------------------------------------------------------------------------------ */
+
+TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    if (n < VAES_MIN) {
+        x_ecb(k->enc, k->rounds, in, out, n, 0);
+        return 1;
+    }
+#define C(r) z_ecb(k->enc, r, in, out, n, 0)
+    BY_ROUNDS(k->rounds, C)
+#undef C
+    return 1;
+}
+
+TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    if (n < VAES_MIN) {
+        x_ecb(k->dec, k->rounds, in, out, n, 1);
+        return 1;
+    }
+#define C(r) z_ecb(k->dec, r, in, out, n, 1)
+    BY_ROUNDS(k->rounds, C)
+#undef C
+    return 1;
+}
+
+TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                              uint8_t ivb[16])
+{
+    if (n < VAES_MIN) {
+        x_cbcdec(k->dec, k->rounds, in, out, n, ivb);
+        return 1;
+    }
+    /* The last ciphertext block is the next IV; take it before in == out overwrites it. */
+    __m128i next = XLD(in + 16 * (n - 1));
+    __m512i iv = _mm512_broadcast_i32x4(XLD(ivb));
+#define C(r) z_cbcdec(k->dec, r, in, out, n, &iv)
+    BY_ROUNDS(k->rounds, C)
+#undef C
+    XST(ivb, next);
+    return 1;
+}
+
+TGT_VAES int acc_vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                          uint8_t ctr[16])
+{
+    uint64_t hi = load_be64(ctr), lo = load_be64(ctr + 8);
+    while (n) {
+        size_t m = ctr_span(lo, n);
+        if (m < VAES_MIN) {
+            x_ctr(k->enc, k->rounds, in, out, m, hi, lo);
+        } else {
+#define C(r) z_ctr(k->enc, r, in, out, m, hi, lo)
+            BY_ROUNDS(k->rounds, C)
+#undef C
+        }
+        in += 16 * m, out += 16 * m, n -= m;
+        lo += m;
+        hi += (lo == 0);
+    }
+    store_be64(ctr, hi);
+    store_be64(ctr + 8, lo);
+    return 1;
+}
