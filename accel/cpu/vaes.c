@@ -103,25 +103,30 @@ TGT_VAES INLINE void z_ecb(const uint8_t *rk, int rounds, const uint8_t *in, uin
  * CBC decryption
  * ------------------------------------------------------------------------------------------ */
 
-/* *iv carries the previous ciphertext block in its top lane; alignr shifts each register's
- * ciphertext up one block and pulls that block in, giving every lane its chaining value. All n
- * registers are loaded before any store, so in == out is safe. */
+/* Each lane's chaining value is the ciphertext block before it: for register 0 an alignr pulls
+ * the previous group's last block (*iv, top lane) in; for the others it is an unaligned load 16
+ * bytes back, which costs a load instead of a shuffle beside the AES units. Every chaining value
+ * is taken before the first store, so in == out is safe. */
 TGT_VAES INLINE void z_cbcdec_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out,
                                 int n, int rem, __m512i *iv)
 {
-    __m512i c[NREG], z[NREG];
+    __m512i z[NREG], c0 = zload(in, 0, n, rem), last;
+    z[0] = _mm512_xor_si512(c0, s->k[0]);
 #pragma GCC unroll 8
-    for (int j = 0; j < n; j++) {
-        c[j] = zload(in, j, n, rem);
-        z[j] = _mm512_xor_si512(c[j], s->k[0]);
-    }
+    for (int j = 1; j < n; j++)
+        z[j] = _mm512_xor_si512(zload(in, j, n, rem), s->k[0]);
     z_rounds(s, rounds, z, n, 1);
+    /* the group's last block, the next group's chaining value, in the top lane */
+    last = _mm512_broadcast_i32x4(XLD(in + 64 * (n - 1) + 16 * (rem ? rem : 4) - 16));
+    __m512i prev0 = _mm512_alignr_epi64(c0, *iv, 6);
 #pragma GCC unroll 8
-    for (int j = 0; j < n; j++) {
-        __m512i prev = _mm512_alignr_epi64(c[j], j ? c[j - 1] : *iv, 6);
-        zstore(out, j, n, rem, _mm512_aesdeclast_epi128(z[j], _mm512_xor_si512(s->k[rounds], prev)));
-    }
-    *iv = c[n - 1];
+    for (int j = n - 1; j >= 1; j--)      /* the loads of later registers come before any store */
+        z[j] = _mm512_aesdeclast_epi128(z[j], _mm512_xor_si512(s->k[rounds], zload(in - 16, j, n, rem)));
+    zstore(out, 0, n, rem, _mm512_aesdeclast_epi128(z[0], _mm512_xor_si512(s->k[rounds], prev0)));
+#pragma GCC unroll 8
+    for (int j = 1; j < n; j++)
+        zstore(out, j, n, rem, z[j]);
+    *iv = last;
 }
 
 TGT_VAES INLINE void z_cbcdec(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
