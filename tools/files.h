@@ -92,6 +92,8 @@ struct slot {
     unsigned char *out_buf; /* where updates write: buf itself when encrypting (in place: every update but the last
                              * is whole blocks), a second piece when decrypting (the held-back block shifts it) */
     unsigned char *tail;    /* the final block: 2 * IVLEN bytes */
+    unsigned char iv[IVLEN];
+    int iv_due;             /* encrypting: the IV is not written yet (it goes in front of the first write) */
     const struct job *job;  /* the file, or NULL when the slot is free */
     char *tmp;              /* the hidden temporary's name, where the filesystem has no O_TMPFILE; else NULL */
     int in, out;
