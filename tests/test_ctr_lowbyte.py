@@ -32,3 +32,22 @@ def test_ctr_every_low_byte(pair, bits):
             want = evp.crypt(ciphers.ref, key, iv, msg, 1, padding=False)
             assert got == want, f"seed={SEED} AES-{bits}-CTR iv={iv.hex()} blocks={nb}: differs from default"
 
+
+
+@pytest.mark.parametrize("mode", ["CBC", "ECB"])
+@pytest.mark.parametrize("bits", [128, 192, 256])
+def test_every_group_size(pair, bits, mode):
+    """ECB and CBC through every register count, whole and partial (vaes.c's tails and its 32-block groups),
+    in one update each, in place and not, both directions, against the default provider."""
+    rng = random.Random(f"{SEED}-groups-{mode}-{bits}")
+    ciphers = pair(f"AES-{bits}-{mode}")
+    key, iv = rng.randbytes(bits // 8), (rng.randbytes(16) if mode == "CBC" else None)
+    for nb in list(range(1, 70)) + [95, 96, 97, 127, 128, 129, 1024 + 5]:
+        msg = rng.randbytes(16 * nb)
+        for enc in (1, 0):
+            want = evp.crypt(ciphers.ref, key, iv, msg, enc, padding=False)
+            for inplace in (False, True):
+                ctx = evp.CipherCtx(ciphers.test, key, iv, enc, padding=False)
+                got = evp.stream(ctx, msg, [len(msg)], inplace=inplace)
+                assert got == want, \
+                    f"seed={SEED} AES-{bits}-{mode} enc={enc} blocks={nb} inplace={inplace}: differs from default"
