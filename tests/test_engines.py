@@ -13,7 +13,7 @@ import pytest
 from conftest import PROVIDER
 
 HERE = Path(__file__).resolve().parent
-SUBSET = ["test_vectors.py", "test_ctr_carry.py", "test_ctr_lowbyte.py", "test_differential.py", "test_reinit.py",
+SUBSET = ["test_vectors.py", "test_ctr_carry.py", "test_vaes_groups.py", "test_differential.py", "test_reinit.py",
           "test_cavp.py"]
 
 VARIANTS = {

@@ -1,4 +1,4 @@
-"""tests/test_ctr_lowbyte.py: the VAES CTR code makes its counters two ways: a 32-bit add on the big-endian
+"""tests/test_vaes_groups.py: the VAES CTR code makes its counters two ways: a 32-bit add on the big-endian
 block when the counter's last byte cannot overflow within a group of registers, and byte-reversed 64-bit
 lanes otherwise (accel/cpu/vaes.c z_ctr_blocks). Every starting value of the last byte near and across the
 switch, every group size (1..8 registers, whole and partial) and a few longer requests, in one call each,
