@@ -4,6 +4,10 @@
 
     python3 bench/versus.py [--peer NAME=PATH]... [--rounds 3] [--seconds 1] [--multi 2] [--quick]
 
+NAME must be the name the peer's algorithms carry in their `provider=` property, since the module is loaded
+under that name (AOCL's is `alcp`: `--peer alcp=/path/to/aocl-crypto/build/libopenssl-compat.so`; its
+libalcp.so is found beside it). How to build AOCL for this: bench/README.md.
+
 Each non-default side runs as `-provider P -provider default -propquery ?provider=P`: default is there for the
 DRBG (a peer may have none) and the `?` makes P preferred, so a cipher P lacks would silently come from default.
 So, before measuring, every (side, cipher) pair is checked with `openssl enc -propquery provider=P` (no `?`):
