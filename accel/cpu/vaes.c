@@ -204,6 +204,29 @@ TGT_VAES INLINE void z_ctr(const uint8_t *rk, int rounds, const uint8_t *in, uin
 }
 
 /* ------------------------------------------------------------------------------------------
+ * One out-of-line copy per mode and key size: each saves only the registers it uses, where one
+ * function holding all three paid the largest one's stack frame on every call.
+ * ------------------------------------------------------------------------------------------ */
+
+#define PER_KEY_SIZE(r)                                                                    \
+    TGT_VAES static __attribute__((noinline)) void ecb_enc##r(const uint8_t *rk, const uint8_t *in, \
+                                                              uint8_t *out, size_t n)      \
+    { z_ecb(rk, r, in, out, n, 0); }                                                       \
+    TGT_VAES static __attribute__((noinline)) void ecb_dec##r(const uint8_t *rk, const uint8_t *in, \
+                                                              uint8_t *out, size_t n)      \
+    { z_ecb(rk, r, in, out, n, 1); }                                                       \
+    TGT_VAES static __attribute__((noinline)) void cbc_dec##r(const uint8_t *rk, const uint8_t *in, \
+                                                              uint8_t *out, size_t n, __m512i *iv) \
+    { z_cbcdec(rk, r, in, out, n, iv); }                                                   \
+    TGT_VAES static __attribute__((noinline)) void ctr##r(const uint8_t *rk, const uint8_t *in,     \
+                                                          uint8_t *out, size_t n, uint64_t hi, uint64_t lo) \
+    { z_ctr(rk, r, in, out, n, hi, lo); }
+
+PER_KEY_SIZE(10)
+PER_KEY_SIZE(12)
+PER_KEY_SIZE(14)
+
+/* ------------------------------------------------------------------------------------------
  * Entry points (the engine table is in aesni.c). They cannot fail.
  * ------------------------------------------------------------------------------------------ */
 
@@ -213,7 +236,7 @@ TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *
         x_ecb(k->enc, k->rounds, in, out, n, 0);
         return 1;
     }
-#define C(r) z_ecb(k->enc, r, in, out, n, 0)
+#define C(r) ecb_enc##r(k->enc, in, out, n)
     BY_ROUNDS(k->rounds, C)
 #undef C
     return 1;
@@ -225,7 +248,7 @@ TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
         x_ecb(k->dec, k->rounds, in, out, n, 1);
         return 1;
     }
-#define C(r) z_ecb(k->dec, r, in, out, n, 1)
+#define C(r) ecb_dec##r(k->dec, in, out, n)
     BY_ROUNDS(k->rounds, C)
 #undef C
     return 1;
@@ -241,7 +264,7 @@ TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
     /* The last ciphertext block is the next IV; take it before in == out overwrites it. */
     __m128i next = XLD(in + 16 * (n - 1));
     __m512i iv = _mm512_broadcast_i32x4(XLD(ivb));
-#define C(r) z_cbcdec(k->dec, r, in, out, n, &iv)
+#define C(r) cbc_dec##r(k->dec, in, out, n, &iv)
     BY_ROUNDS(k->rounds, C)
 #undef C
     XST(ivb, next);
@@ -257,7 +280,7 @@ TGT_VAES int acc_vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out,
         if (m < VAES_MIN) {
             x_ctr(k->enc, k->rounds, in, out, m, hi, lo);
         } else {
-#define C(r) z_ctr(k->enc, r, in, out, m, hi, lo)
+#define C(r) ctr##r(k->enc, in, out, m, hi, lo)
             BY_ROUNDS(k->rounds, C)
 #undef C
         }
