@@ -271,22 +271,45 @@ TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
     return 1;
 }
 
-TGT_VAES int acc_vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
-                          uint8_t ctr[16])
+/* Any split of the request where the low 64 counter bits wrap, and requests below VAES_MIN. */
+TGT_VAES static __attribute__((noinline)) void ctr_general(const acc_aes_key *k, const uint8_t *in,
+                                                             uint8_t *out, size_t n, uint64_t *hi,
+                                                             uint64_t *lo)
 {
-    uint64_t hi = load_be64(ctr), lo = load_be64(ctr + 8);
     while (n) {
-        size_t m = ctr_span(lo, n);
+        size_t m = ctr_span(*lo, n);
         if (m < VAES_MIN) {
-            x_ctr(k->enc, k->rounds, in, out, m, hi, lo);
+            x_ctr(k->enc, k->rounds, in, out, m, *hi, *lo);
         } else {
-#define C(r) ctr##r(k->enc, in, out, m, hi, lo)
+#define C(r) ctr##r(k->enc, in, out, m, *hi, *lo)
             BY_ROUNDS(k->rounds, C)
 #undef C
         }
         in += 16 * m, out += 16 * m, n -= m;
-        lo += m;
+        *lo += m;
+        *hi += (*lo == 0);
+    }
+}
+
+/* The common case (the low half does not wrap before the request's end) goes straight to one
+ * key size's function, from a function small enough to need no saved registers. */
+TGT_VAES int acc_vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                          uint8_t ctr[16])
+{
+    uint64_t hi = load_be64(ctr), lo = load_be64(ctr + 8);
+
+    if (ctr_span(lo, n) == n) {
+        if (n < VAES_MIN) {
+            x_ctr(k->enc, k->rounds, in, out, n, hi, lo);
+        } else {
+#define C(r) ctr##r(k->enc, in, out, n, hi, lo)
+            BY_ROUNDS(k->rounds, C)
+#undef C
+        }
+        lo += n;
         hi += (lo == 0);
+    } else {
+        ctr_general(k, in, out, n, &hi, &lo);
     }
     store_be64(ctr, hi);
     store_be64(ctr + 8, lo);
