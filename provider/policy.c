@@ -73,62 +73,74 @@ static int op_of(const acc_cipher_ctx *c)
 
 /* ---- split: ECB, CTR and CBC-decrypt are parallel over blocks ---- */
 
+/* The request is cut into grains of at least SPLIT_GRAIN bytes (at most SPLIT_MAX_GRAINS of
+ * them); the pool hands each thread a range of consecutive grains at a time, run in one engine
+ * call: large ranges first, single grains at the end, so that a helper preempted by another
+ * process holds little (scheduler/pool.c). */
+#define SPLIT_GRAIN (16u * 1024u)
+#define SPLIT_MAX_GRAINS 256
+
 typedef struct {
     const acc_cipher_ctx *c;
+    int op;
     const uint8_t *in;
     uint8_t *out;
-    size_t nblocks, piece_blocks;
-    int failed;                          /* a piece's engine call failed (on whichever thread) */
-    uint8_t ivs[SPLIT_MAX_PIECES][16];   /* each piece's starting IV / counter */
+    size_t nblocks, grain_blocks;
+    int failed;                          /* a range's engine call failed (on whichever thread) */
+    uint8_t iv0[16];                     /* the request's IV / counter */
+    uint8_t ivs[SPLIT_MAX_GRAINS][16];   /* CBC-decrypt: each grain's chaining block */
 } split_job;
 
-static void split_piece(void *arg, size_t i)
+static void split_range(void *arg, size_t first, size_t count)
 {
     split_job *j = arg;
-    size_t first = i * j->piece_blocks;
-    size_t nb = j->nblocks - first < j->piece_blocks ? j->nblocks - first : j->piece_blocks;
+    size_t b0 = first * j->grain_blocks, b1 = (first + count) * j->grain_blocks;
     uint8_t iv[16];
 
-    memcpy(iv, j->ivs[i], 16);
+    if (b1 > j->nblocks)
+        b1 = j->nblocks;
+    if (j->op == ACC_GPU_CTR) {
+        memcpy(iv, j->iv0, 16);
+        acc_ctr_add(iv, b0);
+    } else if (j->op == ACC_GPU_CBC_DEC) {
+        memcpy(iv, j->ivs[first], 16);
+    }
     /* A pool thread cannot raise the caller's error: the caller does, after the run. */
-    if (!acc_run_engine(j->c, j->in + first * 16, j->out + first * 16, nb, iv))
+    if (!acc_run_engine(j->c, j->in + b0 * 16, j->out + b0 * 16, b1 - b0, iv))
         __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
 static int split_run(acc_cipher_ctx *c, int op, const uint8_t *in, uint8_t *out, size_t len)
 {
     split_job j;
-    size_t npieces, helpers = (size_t)acc_sched_cpu_units() - 1;
+    size_t ngrains, helpers = (size_t)acc_sched_cpu_units() - 1;
     int took;
 
-    npieces = len / SPLIT_PIECE_MIN;
-    if (npieces > (helpers + 1) * 4)
-        npieces = (helpers + 1) * 4;       /* a few per thread, for balance */
-    if (npieces > SPLIT_MAX_PIECES)
-        npieces = SPLIT_MAX_PIECES;
+    ngrains = len / SPLIT_GRAIN;
+    if (ngrains > SPLIT_MAX_GRAINS)
+        ngrains = SPLIT_MAX_GRAINS;
+    if (ngrains < 2)
+        ngrains = 2;
     j.c = c;
+    j.op = op;
     j.in = in;
     j.out = out;
     j.nblocks = len / 16;
     j.failed = 0;
-    j.piece_blocks = (j.nblocks + npieces - 1) / npieces;
-    npieces = (j.nblocks + j.piece_blocks - 1) / j.piece_blocks;
-    /* Every piece's IV is read before anything is written: in == out is legal, and a
-     * CBC-decrypt piece chains from the ciphertext block before it. */
-    for (size_t i = 0; i < npieces; i++) {
-        size_t first = i * j.piece_blocks;
-        if (op == ACC_GPU_CTR) {
-            memcpy(j.ivs[i], c->iv, 16);
-            acc_ctr_add(j.ivs[i], first);
-        } else if (op == ACC_GPU_CBC_DEC) {
-            memcpy(j.ivs[i], i == 0 ? c->iv : in + first * 16 - 16, 16);
-        }
-    }
-    if (op == ACC_GPU_CTR)
-        acc_ctr_add(c->iv, j.nblocks);
-    else if (op == ACC_GPU_CBC_DEC)
+    j.grain_blocks = (j.nblocks + ngrains - 1) / ngrains;
+    ngrains = (j.nblocks + j.grain_blocks - 1) / j.grain_blocks;
+    memcpy(j.iv0, c->iv, 16);
+    /* Every grain's chaining block is read before anything is written: in == out is legal,
+     * and a CBC-decrypt grain chains from the ciphertext block before it. */
+    if (op == ACC_GPU_CBC_DEC) {
+        memcpy(j.ivs[0], c->iv, 16);
+        for (size_t i = 1; i < ngrains; i++)
+            memcpy(j.ivs[i], in + i * j.grain_blocks * 16 - 16, 16);
         memcpy(c->iv, in + len - 16, 16);
-    took = acc_pool_run_bytes(split_piece, &j, npieces, (int)helpers, (uint64_t)j.piece_blocks * 16);
+    } else if (op == ACC_GPU_CTR) {
+        acc_ctr_add(c->iv, j.nblocks);
+    }
+    took = acc_pool_run_ranges(split_range, &j, ngrains, (int)helpers, (uint64_t)j.grain_blocks * 16);
     if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))   /* the pool's join orders the store */
         return acc_engine_fail(c, len);
     acc_sched_count(took > 0 ? ACC_PATH_SPLIT : ACC_PATH_INLINE, len, 1);

@@ -86,4 +86,10 @@ int acc_pool_run(acc_pool_fn fn, void *arg, size_t n, int helpers);
  * (acc_pool_run credits requests only). Added by the scheduler; acc_pool_run is unchanged. */
 int acc_pool_run_bytes(acc_pool_fn fn, void *arg, size_t n, int helpers, uint64_t piece_bytes);
 
+/* As acc_pool_run_bytes, but each thread is handed consecutive pieces [first, first + count) at
+ * a time: large ranges first, single pieces toward the end (guided), so that a thread preempted
+ * by another process holds little of the request. Without helpers, one call for all n. */
+typedef void (*acc_pool_range_fn)(void *arg, size_t first, size_t count);
+int acc_pool_run_ranges(acc_pool_range_fn fn, void *arg, size_t n, int helpers, uint64_t piece_bytes);
+
 #endif
