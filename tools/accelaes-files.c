@@ -53,10 +53,15 @@ static const char usage[] =
 "Symbolic links below IN_DIR are never followed: they, devices, FIFOs and sockets are skipped with a note.\n"
 "OUT_DIR is created if missing; it must not be IN_DIR, inside it, or contain it. Below OUT_DIR nothing is\n"
 "followed either: a symbolic link or a file where an output directory belongs is an error for that subtree.\n"
-"Each output (mode 0600) is written as an unnamed file in its directory (O_TMPFILE) and linked under its\n"
-"name only when complete, so a failure or a kill never leaves a partial file under any name; an existing\n"
-"output is replaced atomically. Where the filesystem has no O_TMPFILE a hidden temporary is used, which a\n"
-"kill may leave behind: the next run over that OUT_DIR removes it.\n"
+"Each output (mode 0600) is written as an unnamed file in its directory (O_TMPFILE) and named only when\n"
+"complete, so a failure or a kill never leaves a partial file under any name. An existing output is replaced\n"
+"atomically: the new file is linked under a hidden name (.NAME.accelaes-tmp.PID.N) and swapped with it\n"
+"(renameat2 RENAME_EXCHANGE), so NAME holds the complete old output or the complete new one at every moment;\n"
+"the old one, then under the hidden name, is unlinked before the run ends (a kill before that leaves it there,\n"
+"complete, and the next run over that OUT_DIR removes it); a filesystem without RENAME_EXCHANGE gets a rename\n"
+"over it instead, as atomic. A directory where an output belongs is refused; a symbolic link there is replaced,\n"
+"never followed. Where the filesystem has no O_TMPFILE the output is written under such a hidden name, which a\n"
+"kill may leave behind partial: the next run removes it too.\n"
 "A file that fails is named on stderr and the others go on. Exit status: 0 all done, 1 some file failed,\n"
 "2 usage, key or setup error.\n";
 
@@ -223,32 +228,6 @@ static int walk(struct run *r, size_t di)
 }
 
 /* ---- setup: provider, directories, threads ---- */
-
-/* OPENSSL_MODULES wins when set; otherwise the module beside this binary (build/), then OpenSSL's MODULESDIR. */
-static OSSL_PROVIDER *load_provider(const char *name)
-{
-    OSSL_PROVIDER *p;
-    char exe[PATH_MAX], *slash, *mod = NULL;
-    ssize_t n;
-
-    if (strcmp(name, "default") == 0 || getenv("OPENSSL_MODULES") != NULL)
-        return OSSL_PROVIDER_load(NULL, name);
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        if ((slash = strrchr(exe, '/')) != NULL) {
-            *slash = '\0';
-            if (asprintf(&mod, "%s/%s.so", exe, name) >= 0 && access(mod, R_OK) == 0)
-                OSSL_PROVIDER_set_default_search_path(NULL, exe);
-            free(mod);
-        }
-    }
-    p = OSSL_PROVIDER_load(NULL, name);
-    ERR_set_mark(); /* put the search path back for anything loaded later */
-    OSSL_PROVIDER_set_default_search_path(NULL, NULL);
-    ERR_pop_to_mark();
-    return p;
-}
 
 /* realpath() of a directory that may not exist yet: its parent resolved, plus its last name. */
 static int resolve_dir(const char *path, char *res)
@@ -439,7 +418,7 @@ int main(int argc, char **argv)
     /* With a file size limit, a write past it fails with EFBIG instead of killing the whole run. */
     signal(SIGXFSZ, SIG_IGN);
 
-    if ((prov = load_provider(provider)) == NULL) {
+    if ((prov = files_load_provider(provider)) == NULL) {
         fprintf(stderr, "accelaes-files: cannot load the %s provider from %s (build it with make, or set "
                 "OPENSSL_MODULES to the directory that holds %s.so); OpenSSL says:\n", provider,
                 getenv("OPENSSL_MODULES") ? "OPENSSL_MODULES" : "this binary's directory or MODULESDIR", provider);

@@ -10,6 +10,7 @@
 
 #include <openssl/async.h>
 #include <openssl/evp.h>
+#include <openssl/provider.h>
 
 /* Bytes read per step. One file at a time per thread: 1 MiB (fewer system calls). Many files in flight per thread
  * (ASYNC jobs whose CBC-encrypt updates share the provider's multi-buffer lanes): each holds a piece, encrypted in
@@ -73,6 +74,7 @@ struct run {
     atomic_int failed;
     atomic_ullong bytes;
     atomic_uint tmp_seq;
+    pid_t pid; /* for temporary names */
     pthread_mutex_t err_lock; /* stderr lines, so they never interleave with the progress line */
     /* Replaced outputs waiting for their unlink (files_reap): a list the reaper threads empty; they start with the
      * first replaced output and are joined before files_run returns. */
@@ -94,6 +96,7 @@ struct slot {
     unsigned char *tail;    /* the final block: 2 * IVLEN bytes */
     unsigned char iv[IVLEN];
     int iv_due;             /* encrypting: the IV is not written yet (it goes in front of the first write) */
+    int exists;             /* an output of this name was there when the file was opened */
     const struct job *job;  /* the file, or NULL when the slot is free */
     char *tmp;              /* the hidden temporary's name, where the filesystem has no O_TMPFILE; else NULL */
     int in, out;
@@ -126,12 +129,19 @@ void files_report(struct run *r, const char *path, const char *what, const char 
 /* Reads a hex key (whitespace ignored); returns its length, or -1 after saying why on stderr. A key file that group
  * or others may access is refused unless allow_unsafe. */
 int files_read_key(const char *file, unsigned char *key, size_t keymax, int allow_unsafe);
+/* Loads the provider `name`: OPENSSL_MODULES wins when set; otherwise the module beside this binary (build/), then
+ * OpenSSL's MODULESDIR. NULL when it cannot be loaded (the reason on OpenSSL's error queue). */
+OSSL_PROVIDER *files_load_provider(const char *name);
 /* "a/b", or a copy of a when b is empty; NULL when out of memory. */
 char *files_join(const char *a, const char *b);
 /* IN_DIR/rel/name for messages (name may be NULL); NULL when out of memory. */
 char *files_in_path(const struct run *r, const char *rel, const char *name);
 /* files_report of IN_DIR/rel/name. */
 void files_report_in(struct run *r, const char *rel, const char *name, const char *what, const char *why);
+/* A hidden temporary name for the slot's output in its directory: "." + the name cut so that a long one still fits
+ * NAME_MAX, a fixed mark, the pid and a sequence number, so that runs side by side never collide and later runs can
+ * tell whose it was (files_remove_stale). Malloc'ed; NULL (ENOMEM) when out of memory. */
+char *files_tmp_name(struct slot *s);
 /* Removes the temporaries that killed runs left in OUT_DIR/rel (descriptor out): names with the temporary mark whose
  * process is gone. */
 void files_remove_stale(struct run *r, int out, const char *rel);

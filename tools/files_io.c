@@ -1,15 +1,16 @@
 /* tools/files_io.c: accelaes-files' per-file work: one input streamed through the cipher into an
- * unnamed output (O_TMPFILE) that is linked into place only when complete, both opened relative to directory
- * descriptors so that no symbolic link is ever followed below IN_DIR or OUT_DIR. */
+ * unnamed output (O_TMPFILE) that is linked into place only when complete (swapped with the output it replaces, if
+ * there is one), both opened relative to directory descriptors so that no symbolic link is ever followed below
+ * IN_DIR or OUT_DIR. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -219,64 +220,6 @@ int files_stream(struct slot *s)
     return s->what == NULL;
 }
 
-/* ---- temporaries: names, and the stale ones of killed runs ---- */
-
-/* Hidden, the final name cut so that a long one still fits NAME_MAX, then a fixed mark, the pid and a sequence number,
- * so that runs side by side never collide and later runs can tell whose it was. */
-#define TMP_MARK ".accelaes-tmp."
-
-static char *tmp_name(struct slot *s)
-{
-    char *t;
-
-    if (asprintf(&t, ".%.160s" TMP_MARK "%ld.%u", s->job->name, (long)getpid(),
-                 atomic_fetch_add(&s->run->tmp_seq, 1)) < 0)
-        return errno = ENOMEM, NULL;
-    return t;
-}
-
-/* The pid in a temporary's name, or 0 when the name is not one of ours. */
-static long tmp_pid(const char *name)
-{
-    const char *m = name[0] == '.' ? strstr(name + 1, TMP_MARK) : NULL;
-    long pid = 0;
-    unsigned seq;
-    int end = 0;
-
-    for (const char *next; m != NULL && (next = strstr(m + 1, TMP_MARK)) != NULL;)
-        m = next; /* the last mark: the final name may hold one too */
-    if (m == NULL || sscanf(m + strlen(TMP_MARK), "%ld.%u%n", &pid, &seq, &end) != 2 || m[strlen(TMP_MARK) + end])
-        return 0;
-    return pid > 0 ? pid : 0;
-}
-
-/* Called by the walk before any file is opened, so a temporary with this run's pid is stale too (a reused pid). A
- * live pid is another run writing this directory now: its temporaries are left alone (a run in another pid
- * namespace looks dead from here: do not share an OUT_DIR across containers). Complete outputs that a kill caught
- * between link and rename go the same way: the next run writes them again from their inputs. */
-void files_remove_stale(struct run *r, int out, const char *rel)
-{
-    int fd = fcntl(out, F_DUPFD_CLOEXEC, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    struct dirent *e;
-    long pid;
-
-    if (d == NULL) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    while ((e = readdir(d)) != NULL)
-        if ((pid = tmp_pid(e->d_name)) > 0 && (pid == (long)getpid() || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)))
-            if (unlinkat(fd, e->d_name, 0) < 0 && errno != ENOENT) {
-                char *path = files_join(r->out_dir, rel), *p = path ? files_join(path, e->d_name) : NULL;
-
-                files_report(r, p ? p : e->d_name, "cannot remove a stale temporary", strerror(errno));
-                free(path), free(p);
-            }
-    closedir(d);
-}
-
 /* ---- opening and naming an output ---- */
 
 /* The descriptors of directory di: the held ones (0), or, past the budget, reopened name by name from the nearest
@@ -319,13 +262,44 @@ static int open_output(struct slot *s)
     }
     for (int tries = 0; tries < 100; tries++) {
         free(s->tmp);
-        if ((s->tmp = tmp_name(s)) == NULL)
+        if ((s->tmp = files_tmp_name(s)) == NULL)
             return -1;
         s->out = openat(s->dout, s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (s->out >= 0 || errno != EEXIST)
             return s->out;
     }
     return -1;
+}
+
+/* cachestat(2) (Linux 6.5), which the C library here does not declare yet. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+struct files_cachestat_range {
+    uint64_t off, len;
+};
+struct files_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* Looks for an output that exists already (s->exists: then the new one goes straight to replace_output). If all of
+ * its page cache is clean, that is dropped now, before the new output is written: the new output's pages are then the
+ * ones just freed, where otherwise they came from memory the VM had handed back to its host (a host page fault on
+ * first touch: the write's copy cost twice as much), and the reaper's unlink has only blocks to free. Dirty pages are
+ * left alone: DONTNEED would start writing back a file that is about to go. The old output stays complete on disk;
+ * a reader meanwhile reads it from there. Opened like an input: O_NOFOLLOW, O_NONBLOCK, O_NOCTTY. */
+static void drop_old_cache(struct slot *s)
+{
+    struct files_cachestat_range all = { 0, 0 };
+    struct files_cachestat cs;
+    int fd = openat(s->dout, s->job->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+    s->exists = fd >= 0 || errno != ENOENT;
+    if (fd < 0)
+        return;
+    if (syscall(SYS_cachestat, fd, &all, &cs, 0) == 0 && cs.nr_cache > 0 && cs.nr_dirty == 0 && cs.nr_writeback == 0)
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
 }
 
 /* linkat of an O_TMPFILE descriptor. AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (recent kernels also let the opener
@@ -394,10 +368,12 @@ static int link_output(struct slot *s)
     char *tmp;
     int err;
 
-    if (link_fd(s->run, s->out, s->dout, s->job->name) == 0)
+    if (!s->exists && link_fd(s->run, s->out, s->dout, s->job->name) == 0)
         return 0;
-    for (int tries = 0; errno == EEXIST && tries < 100; tries++) {
-        if ((tmp = tmp_name(s)) == NULL)
+    if (!s->exists && errno != EEXIST)
+        return -1;
+    for (int tries = 0; tries < 100; tries++) {
+        if ((tmp = files_tmp_name(s)) == NULL)
             return -1;
         if (link_fd(s->run, s->out, s->dout, tmp) == 0) {
             if (replace_output(s, &tmp, 1) == 0)
@@ -406,6 +382,8 @@ static int link_output(struct slot *s)
             return -1;
         }
         err = errno, free(tmp), errno = err;
+        if (err != EEXIST)
+            return -1;
     }
     return -1;
 }
@@ -452,6 +430,7 @@ int files_open(struct slot *s, const struct job *j)
     s->outl = 0;
     s->last = 0;
     s->iv_due = 0;
+    s->exists = 0;
     s->tmp = NULL;
     if ((owned = dir_fds(s->run, j->dir, &s->din, &s->dout)) < 0) {
         slot_report(s, "cannot open its directories", strerror(errno));
@@ -460,6 +439,7 @@ int files_open(struct slot *s, const struct job *j)
     s->own_dirs = owned;
     if (!open_input(s))
         goto fail;
+    drop_old_cache(s);
     if (open_output(s) < 0) {
         slot_report(s, "cannot create the output", strerror(errno));
         goto fail;

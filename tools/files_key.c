@@ -1,14 +1,18 @@
 /* tools/files_key.c: accelaes-files' key file: hex digits (whitespace allowed), refused when group
- * or others may access it, the text wiped after use. */
+ * or others may access it, the text wiped after use; and the provider that will use it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/provider.h>
 
 #include "tools/files.h"
 
@@ -98,4 +102,30 @@ out:
     OPENSSL_cleanse(text, sizeof(text));
     close(fd);
     return ret;
+}
+
+/* OPENSSL_MODULES wins when set; otherwise the module beside this binary (build/), then OpenSSL's MODULESDIR. */
+OSSL_PROVIDER *files_load_provider(const char *name)
+{
+    OSSL_PROVIDER *p;
+    char exe[PATH_MAX], *slash, *mod = NULL;
+    ssize_t n;
+
+    if (strcmp(name, "default") == 0 || getenv("OPENSSL_MODULES") != NULL)
+        return OSSL_PROVIDER_load(NULL, name);
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        if ((slash = strrchr(exe, '/')) != NULL) {
+            *slash = '\0';
+            if (asprintf(&mod, "%s/%s.so", exe, name) >= 0 && access(mod, R_OK) == 0)
+                OSSL_PROVIDER_set_default_search_path(NULL, exe);
+            free(mod);
+        }
+    }
+    p = OSSL_PROVIDER_load(NULL, name);
+    ERR_set_mark(); /* put the search path back for anything loaded later */
+    OSSL_PROVIDER_set_default_search_path(NULL, NULL);
+    ERR_pop_to_mark();
+    return p;
 }

@@ -1,10 +1,13 @@
 /* tools/files_run.c: accelaes-files' workers: the files dealt to one queue per thread, and each thread's loop: one
  * file at a time, or (CBC encryption) many files in flight whose updates run in OpenSSL ASYNC jobs, so that the
- * provider gathers them into its multi-buffer lanes. */
+ * provider gathers them into its multi-buffer lanes. Also what becomes of hidden temporaries: their names, the stale
+ * ones of killed runs, and the reaper threads that unlink replaced outputs. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,63 @@
 #include <openssl/err.h>
 
 #include "tools/files.h"
+
+/* ---- temporaries: names, and the stale ones of killed runs ---- */
+
+#define TMP_MARK ".accelaes-tmp."
+
+char *files_tmp_name(struct slot *s)
+{
+    char *t;
+
+    if (asprintf(&t, ".%.160s" TMP_MARK "%ld.%u", s->job->name, (long)s->run->pid,
+                 atomic_fetch_add(&s->run->tmp_seq, 1)) < 0)
+        return errno = ENOMEM, NULL;
+    return t;
+}
+
+/* The pid in a temporary's name, or 0 when the name is not one of ours. */
+static long tmp_pid(const char *name)
+{
+    const char *m = name[0] == '.' ? strstr(name + 1, TMP_MARK) : NULL;
+    long pid = 0;
+    unsigned seq;
+    int end = 0;
+
+    for (const char *next; m != NULL && (next = strstr(m + 1, TMP_MARK)) != NULL;)
+        m = next; /* the last mark: the final name may hold one too */
+    if (m == NULL || sscanf(m + strlen(TMP_MARK), "%ld.%u%n", &pid, &seq, &end) != 2 || m[strlen(TMP_MARK) + end])
+        return 0;
+    return pid > 0 ? pid : 0;
+}
+
+/* Called by the walk before any file is opened, so a temporary with this run's pid is stale too (a reused pid). A
+ * live pid is another run writing this directory now: its temporaries are left alone (a run in another pid
+ * namespace looks dead from here: do not share an OUT_DIR across containers). Complete outputs that a kill caught
+ * between link and swap go the same way (the next run writes them again from their inputs), and so do replaced
+ * outputs that a kill caught before their reaper unlinked them. */
+void files_remove_stale(struct run *r, int out, const char *rel)
+{
+    int fd = fcntl(out, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+    long pid;
+
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d)) != NULL)
+        if ((pid = tmp_pid(e->d_name)) > 0 && (pid == (long)getpid() || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)))
+            if (unlinkat(fd, e->d_name, 0) < 0 && errno != ENOENT) {
+                char *path = files_join(r->out_dir, rel), *p = path ? files_join(path, e->d_name) : NULL;
+
+                files_report(r, p ? p : e->d_name, "cannot remove a stale temporary", strerror(errno));
+                free(path), free(p);
+            }
+    closedir(d);
+}
 
 /* ---- replaced outputs, unlinked off the workers' path ---- */
 
@@ -351,6 +411,7 @@ int files_run(struct run *r, int nthreads)
     long room, per, base;
     double t0 = now();
 
+    r->pid = getpid();
     pthread_mutex_init(&r->reap_lock, NULL);
     pthread_cond_init(&r->reap_cond, NULL);
     r->reap_tail = &r->reap_head;
