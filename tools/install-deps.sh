@@ -11,6 +11,11 @@ if [ "$what" = test ]; then
   # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
   for p in curl python3 valgrind clang libclang-rt-dev openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
 fi
+if [ "$what" = deb ]; then
+  # make deb (tools/mkdeb.sh): dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils), groff for the
+  # man pages' check in tests/test_deb.py
+  for p in dpkg-dev binutils groff-base man-db; do have_pkg $p || need_apt="$need_apt $p"; done
+fi
 if [ "$what" = compat ]; then
   # make test-compat (tools/compat/): dpkg-dev + xz-utils for `apt-get source` (openssl,
   # python-cryptography); Debian's python3-cryptography for /usr/bin/python3 and the test
