@@ -28,11 +28,24 @@ PROVIDER = os.environ.get("ACCELAES_TEST_PROVIDER", "accelaes")
 
 # Set before anything loads a provider, so this process and every child sees the same values.
 # ACCELAES_TEST_MODULES points the suite at another build of the module (a mutant, an install).
+# ACCELAES_INSTALLED=1 tests the installed package instead (make test-deb, for the real-program and
+# TLS tests): OpenSSL's own MODULESDIR with no OPENSSL_MODULES at all, /usr/bin/accelaes-stat and
+# /usr/share/accelaes/accelaes.cnf.
 # The shared segment gets a name of its own per session: tests never touch a user's real
 # /accelaes.<uid> unit table, and sessions running side by side do not see each other's counters.
-MODULES = Path(os.environ.get("ACCELAES_TEST_MODULES", str(BUILD)))
+INSTALLED = os.environ.get("ACCELAES_INSTALLED", "") == "1"
+CONF = REPO / "conf" / "accelaes.cnf"
+if INSTALLED:
+    _m = re.search(r'"(.*)"', subprocess.run(["openssl", "version", "-m"], capture_output=True,
+                                               text=True).stdout)
+    MODULES = Path(_m.group(1)) if _m else Path("/nonexistent-modulesdir")
+    STAT_TOOL = Path("/usr/bin/accelaes-stat")
+    CONF = Path("/usr/share/accelaes/accelaes.cnf")
+    os.environ.pop("OPENSSL_MODULES", None)
+else:
+    MODULES = Path(os.environ.get("ACCELAES_TEST_MODULES", str(BUILD)))
+    os.environ["OPENSSL_MODULES"] = str(MODULES)
 MODULE = MODULES / "accelaes.so"
-os.environ["OPENSSL_MODULES"] = str(MODULES)
 SHM_NAME = f"/accelaes-test-{os.getpid()}-{secrets.token_hex(4)}"
 os.environ["ACCELAES_SHM_NAME"] = SHM_NAME
 
@@ -46,7 +59,8 @@ SEED = int(os.environ.get("ACCELAES_TEST_SEED", str(random.SystemRandom().randra
 
 
 def pytest_report_header(config):
-    return (f"accelaes: provider under test={PROVIDER}, OPENSSL_MODULES={os.environ['OPENSSL_MODULES']}, "
+    mods = "unset (installed package)" if INSTALLED else os.environ["OPENSSL_MODULES"]
+    return (f"accelaes: provider under test={PROVIDER}, OPENSSL_MODULES={mods}, "
             f"ACCELAES_SHM_NAME={SHM_NAME}, seed={SEED} (replay: ACCELAES_TEST_SEED={SEED})")
 
 
@@ -95,9 +109,13 @@ def shm_name():
 
 @pytest.fixture(scope="session")
 def openssl_env():
-    """Environment for child processes: OPENSSL_MODULES and this session's ACCELAES_SHM_NAME."""
+    """Environment for child processes: OPENSSL_MODULES (none with ACCELAES_INSTALLED=1) and this
+    session's ACCELAES_SHM_NAME."""
     env = dict(os.environ)
-    env["OPENSSL_MODULES"] = os.environ["OPENSSL_MODULES"]
+    if INSTALLED:
+        env.pop("OPENSSL_MODULES", None)
+    else:
+        env["OPENSSL_MODULES"] = os.environ["OPENSSL_MODULES"]
     env["ACCELAES_SHM_NAME"] = SHM_NAME
     return env
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, STAT_TOOL, stat_total
-
-CONF = Path(__file__).resolve().parent.parent / "conf" / "accelaes.cnf"
+# conftest: the build tree's module, accelaes-stat and conf/accelaes.cnf, or with ACCELAES_INSTALLED=1
+# the installed package's (MODULESDIR, /usr/bin, /usr/share/accelaes; no OPENSSL_MODULES).
+from conftest import CONF, MODULE, STAT_TOOL, stat_total
 SSHD, NGINX = "/usr/sbin/sshd", "/usr/sbin/nginx"
 SSH, SCP, KEYGEN = shutil.which("ssh"), shutil.which("scp"), shutil.which("ssh-keygen")
 CURL, OPENSSL = shutil.which("curl"), shutil.which("openssl")
@@ -34,8 +34,8 @@ CURL, OPENSSL = shutil.which("curl"), shutil.which("openssl")
 # counters: a thread may leave up to 64 KiB unpublished (scheduler/counters.c).
 LAG = 256 << 10
 
-pytestmark = pytest.mark.skipif(not (BUILD / "accelaes.so").exists() or not STAT_TOOL.exists(),
-                                reason=f"{BUILD}/accelaes.so or accelaes-stat not built yet: run make")
+pytestmark = pytest.mark.skipif(not MODULE.exists() or not STAT_TOOL.exists(),
+                                reason=f"{MODULE} or {STAT_TOOL} missing: run make (or install the package)")
 
 
 def server_env(openssl_env, shm):

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from conftest import BUILD, SANITIZER, stat_total  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
-CONF = ROOT / "conf" / "accelaes.cnf"
-MODULE = BUILD / "accelaes.so"
-STAT = BUILD / "accelaes-stat"
+# conftest: build/ (or ACCELAES_BUILD_DIR); with ACCELAES_INSTALLED=1 the installed package's module,
+# accelaes-stat and accelaes.cnf, and no OPENSSL_MODULES.
+from conftest import BUILD, CONF, INSTALLED, MODULE, SANITIZER, stat_total  # noqa: E402
+from conftest import STAT_TOOL as STAT  # noqa: E402
 OPENSSL = shutil.which("openssl") or "openssl"
 CURL = shutil.which("curl")
 SIZE = 8 << 20          # the served file
@@ -29,12 +29,14 @@ LAG = 256 << 10         # counters a live process may not have published yet (sc
 
 pytestmark = pytest.mark.skipif(
     not MODULE.exists() or not STAT.exists(),
-    reason="build/accelaes.so or build/accelaes-stat not built yet: run make")
+    reason=f"{MODULE} or {STAT} missing: run make (or install the package)")
 
 
 def base_env(shm):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELAES_")}
-    env.update(OPENSSL_CONF=str(CONF), OPENSSL_MODULES=str(BUILD), ACCELAES_SHM_NAME=shm)
+    env.update(OPENSSL_CONF=str(CONF), ACCELAES_SHM_NAME=shm)
+    if not INSTALLED:
+        env["OPENSSL_MODULES"] = str(BUILD)
     return env
 
 
