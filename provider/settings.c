@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
+#include <unistd.h>   /* environ */
 #include <openssl/conf.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -104,6 +106,12 @@ static int known_key(const char *k)
  * activation failed gets no values at all. So read this provider's section of the configuration
  * file too: an unknown key or a bad value there refuses the load, and values the core did not
  * hand over are taken from it. */
+/* A value the core handed over came from the file the application's libcrypto loaded: the file
+ * scanned here (OPENSSL_CONF, else OpenSSL's default) when that has the same value; otherwise the
+ * application loaded another one (OPENSSL_init_crypto with a file name, CONF_modules_load_file),
+ * whose name the core does not pass to providers. */
+#define ACC_FROM_APP_CONF "the configuration the application loaded"
+
 static int scan_conf_section(const char *provname, acc_settings *s, const char *const core_vals[])
 {
     const char *file = secure_getenv("OPENSSL_CONF");
@@ -114,12 +122,14 @@ static int scan_conf_section(const char *provname, acc_settings *s, const char *
     const char *bad = NULL;
     int ok = 1;
 
-    if (provname == NULL)
-        return 1;
-    if (file == NULL)
+    if (file == NULL && provname != NULL)
         file = deffile = CONF_get1_default_config_file();
-    if (file == NULL)
+    if (provname == NULL || file == NULL) {
+        for (size_t k = 0; k < N_SETTINGS; k++)
+            if (core_vals[k] != NULL && !apply(s, setting_names[k], core_vals[k], ACC_FROM_APP_CONF))
+                return 0;
         return 1;
+    }
     ERR_set_mark();   /* a missing or odd file is OpenSSL's business, not an error of ours */
     conf = NCONF_new(NULL);
     if (conf != NULL && NCONF_load(conf, file, NULL) > 0
@@ -135,7 +145,7 @@ static int scan_conf_section(const char *provname, acc_settings *s, const char *
         if (!known_key(cv->name))
             bad = cv->name;
         for (size_t k = 0; k < N_SETTINGS; k++)
-            if (strcmp(cv->name, setting_names[k]) == 0 && core_vals[k] == NULL)
+            if (strcmp(cv->name, setting_names[k]) == 0)
                 from_file[k] = cv->value;
     }
     if (bad != NULL) {
@@ -144,12 +154,90 @@ static int scan_conf_section(const char *provname, acc_settings *s, const char *
                 "(known: backend, workers, split_min, gpu_min, shm)\n", bad, sect, file);
         ok = 0;
     }
-    for (size_t k = 0; ok && k < N_SETTINGS; k++)
-        if (from_file[k] != NULL && !apply(s, setting_names[k], from_file[k], "openssl.cnf"))
+    /* The core's value where it handed one over, else the file's; named by the file it came from. */
+    for (size_t k = 0; ok && k < N_SETTINGS; k++) {
+        const char *v = core_vals[k] != NULL ? core_vals[k] : from_file[k];
+        const char *from = file;
+        if (core_vals[k] != NULL && (from_file[k] == NULL || strcmp(from_file[k], core_vals[k]) != 0))
+            from = ACC_FROM_APP_CONF;
+        if (v != NULL && !apply(s, setting_names[k], v, from))
             ok = 0;
+    }
     NCONF_free(conf);
     OPENSSL_free(deffile);
     return ok;
+}
+
+/* Every ACCELAES_* variable anything of this project reads. The provider's own: its settings (built
+ * from setting_names), then these; warn_unknown_env names them when it meets another. */
+static const char *const provider_env[] = {
+    "SHM_NAME", "GPU_PLUGIN", "GPU_VERBOSE", "FORCE_EVP_ENGINE", "NO_VAES",
+    /* accel/cuda/runtime.cu's tuning and fault injection */
+    "CUDA_ADAPT", "CUDA_CHUNK_KB", "CUDA_CTR", "CUDA_DEVICE", "CUDA_FAIL_AFTER", "CUDA_HOST_SPIN_US",
+    "CUDA_HOST_THREADS", "CUDA_NT_KB", "CUDA_SLOTS", "CUDA_SPLIT", "CUDA_STREAMS",
+};
+/* ...and the ones the tools, tests and benchmarks read, which a process that loads the provider
+ * may well carry in its environment (accepted without a word, not listed). */
+static const char *const project_env[] = {
+    "BUILD_DIR", "SANITIZER", "HARDENING_LOG", "INSTALLED", "FILES_NO_TMPFILE",
+};
+static const char *const project_env_prefixes[] = { "TEST_", "FAKEGPU_", "FAULT_", "LOAD_", "BENCH_" };
+
+static int known_env(const char *name, size_t len)
+{
+    char up[40];
+
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        size_t n = strlen(setting_names[i]);
+        for (size_t j = 0; j <= n && j < sizeof(up); j++)
+            up[j] = (char)toupper((unsigned char)setting_names[i][j]);
+        if (n == len && memcmp(up, name, len) == 0)
+            return 1;
+    }
+    for (size_t i = 0; i < sizeof(provider_env) / sizeof(provider_env[0]); i++)
+        if (strlen(provider_env[i]) == len && memcmp(provider_env[i], name, len) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(project_env) / sizeof(project_env[0]); i++)
+        if (strlen(project_env[i]) == len && memcmp(project_env[i], name, len) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(project_env_prefixes) / sizeof(project_env_prefixes[0]); i++)
+        if (strncmp(name, project_env_prefixes[i], strlen(project_env_prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* A misspelt variable (ACCELAES_WORKER=2) would otherwise be ignored without a word. It is not an
+ * error (the environment reaches every program of a session, and refusing the load over a stray
+ * name would be worse than the typo): one line on stderr, once per process however many library
+ * contexts load the provider; the error queue stays clean, since the load goes on. Not in a
+ * setuid/setgid/capability program, which ignores ACCELAES_* anyway (secure_getenv). */
+static void warn_unknown_env(void)
+{
+    static int warned;   /* process-wide by intent, as the environment is */
+    char list[512] = "";
+    size_t off = 0;
+
+    if (getauxval(AT_SECURE) || __atomic_load_n(&warned, __ATOMIC_RELAXED))
+        return;
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        const char *name = *e + 9, *eq;
+        if (strncmp(*e, "ACCELAES_", 9) != 0 || (eq = strchr(name, '=')) == NULL
+            || known_env(name, (size_t)(eq - name)))
+            continue;
+        if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            return;
+        /* the settings, then the provider's other user-facing ones; the CUDA tuning ones as a group */
+        for (size_t i = 0; i < N_SETTINGS + 5 && off < sizeof(list); i++) {
+            const char *n = i < N_SETTINGS ? setting_names[i] : provider_env[i - N_SETTINGS];
+            off += (size_t)snprintf(list + off, sizeof(list) - off, "ACCELAES_");
+            for (; *n != '\0' && off + 1 < sizeof(list); n++)
+                list[off++] = (char)toupper((unsigned char)*n);
+            off += (size_t)snprintf(list + off, sizeof(list) - off, ", ");
+        }
+        fprintf(stderr, "accelaes: ignoring unknown environment variable %.*s (known: %sACCELAES_CUDA_*)\n",
+                (int)(eq - *e), *e, list);
+        return;
+    }
 }
 
 int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
@@ -175,11 +263,9 @@ int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
         if (!get_params(handle, params))
             memset(vals, 0, sizeof(vals));
     }
-    for (size_t i = 0; i < N_SETTINGS; i++)
-        if (vals[i] != NULL && !apply(s, setting_names[i], vals[i], "openssl.cnf"))
-            return 0;
     if (!scan_conf_section(provname, s, vals))
         return 0;
+    warn_unknown_env();
     /* secure_getenv, as OpenSSL's own ossl_safe_getenv: a setuid, setgid or file-capability
      * program must not take its settings from the user who started it. */
     for (size_t i = 0; i < N_SETTINGS; i++) {

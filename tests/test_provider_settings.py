@@ -138,3 +138,43 @@ def test_nested_evp_engine_conformance(require_provider, openssl_env):
                        capture_output=True, text=True, env=e, timeout=600, cwd=str(REPO))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " skipped" not in r.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("body", ["backend = quantum\n", "workers = many\n"])
+def test_conf_bad_value_names_the_file(require_provider, openssl_env, tmp_path, body):
+    """The message names the configuration file the value came from (OPENSSL_CONF here), not a generic
+    "openssl.cnf": the value reaches the provider both through the core and through its own scan."""
+    conf = write_conf(tmp_path, body)
+    e = conf_env(openssl_env, conf)
+    r = subprocess.run(["openssl", "enc", "-aes-128-cbc", "-K", KEY, "-iv", IV, "-provider", "accelaes",
+                        "-provider", "default", "-propquery", "provider=accelaes"],
+                       input=DATA, capture_output=True, env=e, timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode > 0
+    assert f"(from {conf})" in err, err
+    assert "(from openssl.cnf)" not in err, err
+
+
+def test_unknown_env_variable_warns_once(require_provider, openssl_env):
+    """A misspelt ACCELAES_* variable draws one line on stderr naming it and the known ones; the load
+    goes on (the environment reaches every program, so a stray name is not a reason to refuse)."""
+    r = run_enc(openssl_env, {"ACCELAES_WORKER": "2", "ACCELAES_SPLITMIN": "1m"})
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert r.stdout == reference()
+    lines = [l for l in err.splitlines() if "unknown environment variable" in l]
+    assert len(lines) == 1, err
+    assert "ACCELAES_WORKER " in lines[0] or "ACCELAES_SPLITMIN " in lines[0], lines[0]
+    for known in ("ACCELAES_WORKERS", "ACCELAES_BACKEND", "ACCELAES_SPLIT_MIN", "ACCELAES_GPU_MIN", "ACCELAES_SHM",
+                  "ACCELAES_SHM_NAME"):
+        assert known in lines[0], lines[0]
+
+
+def test_known_env_variables_do_not_warn(require_provider, openssl_env):
+    """The provider's own variables, and the ones the project's tools and tests read, say nothing."""
+    extra = {"ACCELAES_WORKERS": "1", "ACCELAES_SHM": "auto", "ACCELAES_NO_VAES": "", "ACCELAES_CUDA_SLOTS": "4",
+             "ACCELAES_GPU_VERBOSE": "", "ACCELAES_TEST_SEED": "1", "ACCELAES_BUILD_DIR": "build",
+             "ACCELAES_SANITIZER": "", "ACCELAES_INSTALLED": "0"}
+    r = run_enc(openssl_env, extra)
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"unknown environment variable" not in r.stderr, r.stderr.decode()
