@@ -2,7 +2,8 @@
 """bench/run.py: `make bench`. In one run, side by side, OpenSSL's default provider and accelaes: openssl speed
 over the ciphers and sizes, -multi and -async_jobs scaling with per-process fairness, the directory workload
 (accelaes-files against the seed-style program) and a fixed volume over request sizes x client processes.
-Writes bench/results/bench-<tag>.{json,md} and PNG plots. --quick finishes in about 5 minutes on 2 cores."""
+Writes build/results/bench-<tag>.{json,md} and PNG plots (under build/: a run leaves the checkout clean;
+`make bench-publish` copies them to bench/results/ for a commit). --quick finishes in about 5 minutes on 2 cores."""
 
 import argparse
 import json
@@ -15,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import BUILD, REPO, alternate, jain, machine, machine_line, median, run_speed  # noqa: E402
 import workloads  # noqa: E402
 
-RESULTS = REPO / "bench" / "results"
+RESULTS = BUILD / "results"
 MIB = 1 << 20
 
 
@@ -216,6 +217,12 @@ def main():
     accel = a.provider if a.provider != "default" else "default-again"
     if a.provider == "accelaes" and not (BUILD / "accelaes.so").exists():
         sys.exit("bench: build/accelaes.so is missing (run make); --provider default checks the harness alone")
+    plots = None
+    if not a.no_plots:
+        try:   # before the runs, not after them: a missing matplotlib must not cost a 5-minute run
+            import plots
+        except ImportError as e:
+            sys.exit(f"bench: {e}: run `sh tools/install-deps.sh bench` (make bench does), or pass --no-plots")
     p = plan(a.quick)
     sides = [("default", "default"), (accel, a.provider)]
     only = set(a.only.split(","))
@@ -240,8 +247,7 @@ def main():
                                                   p["volume_procs"], p["volume_total"], p["volume_rounds"], log=log)
     res["meta"]["seconds"] = time.time() - t0
     RESULTS.mkdir(parents=True, exist_ok=True)
-    if not a.no_plots:
-        import plots
+    if plots is not None:
         res["plots"] = plots.make_all(res, accel, RESULTS, tag)
     base = RESULTS / f"bench-{tag}"
     Path(f"{base}.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")

@@ -3,13 +3,15 @@
 # side, alternated over several rounds because the machine is shared and noisy; prints medians and a ratio.
 #
 # Environment: SPEED_PROVIDER (default accelaes; `default` proves the script on both sides),
-# SPEED_ROUNDS (3), SPEED_SECONDS (1), OPENSSL (openssl), SPEED_OUT (bench/results/speed-latest.md).
+# SPEED_ROUNDS (3), SPEED_SECONDS (1), OPENSSL (openssl), SPEED_OUT (build/results/speed-latest.md: under
+# build/, so that running it leaves the checkout clean; `make bench-publish` copies it to bench/results/).
 set -u
 OPENSSL=${OPENSSL:-openssl}
 PROV=${SPEED_PROVIDER:-accelaes}
 ROUNDS=${SPEED_ROUNDS:-3}
 SECS=${SPEED_SECONDS:-1}
-OUT=${SPEED_OUT:-bench/results/speed-latest.md}
+OUT=${SPEED_OUT:-build/results/speed-latest.md}
+mkdir -p "$(dirname "$OUT")"
 OPENSSL_MODULES=$(pwd)/build
 export OPENSSL_MODULES
 

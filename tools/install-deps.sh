@@ -1,5 +1,6 @@
 #!/bin/sh
-# Installs what accelaes needs and is missing, from Debian and PyPI. `build` for make, `test` for make test.
+# Installs what accelaes needs and is missing, from Debian and PyPI. `build` for make, `test` for make test,
+# `bench` for make bench (matplotlib), `deb` for make deb, `compat` for make test-compat.
 set -e
 what=${1:-build}
 need_apt=""
@@ -10,6 +11,13 @@ if [ "$what" = test ]; then
   # clang + libclang-rt-dev: libFuzzer for fuzz/ (make fuzz, make fuzz-smoke)
   # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
   for p in curl python3 valgrind clang libclang-rt-dev openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
+fi
+if [ "$what" = bench ]; then
+  # make bench: bench/plots.py draws with matplotlib: Debian's for /usr/bin/python3, else PyPI's (below)
+  case $(command -v "${PYTHON:-python3}") in
+    /usr/bin/*) ${PYTHON:-python3} -c 'import matplotlib' 2>/dev/null || have_pkg python3-matplotlib \
+                || need_apt="$need_apt python3-matplotlib" ;;
+  esac
 fi
 if [ "$what" = deb ]; then
   # make deb (tools/mkdeb.sh): dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils), groff for the
@@ -31,6 +39,13 @@ if [ -n "$need_apt" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need_apt >/dev/null
   else
     echo "install-deps: missing Debian packages:$need_apt (run: sudo apt-get install$need_apt)" >&2
+  fi
+fi
+if [ "$what" = bench ]; then
+  PY=${PYTHON:-python3}
+  if ! $PY -c 'import matplotlib' 2>/dev/null; then
+    echo "install-deps: pip install matplotlib (for $PY)"
+    $PY -m pip install -q matplotlib 2>/dev/null || $PY -m pip install -q --break-system-packages matplotlib
   fi
 fi
 if [ "$what" = test ]; then
