@@ -35,7 +35,8 @@ TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 TESTLIB_SRC := $(wildcard tests/c/lib/*.c)
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/obj/%.o)
 
-TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-conf $(TEST_BIN)
+# build/bench/evp_small: the small-request harness the README cites (bench/README.md).
+TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-conf $(TEST_BIN) $(BUILD)/bench/evp_small
 ifneq ($(wildcard tools/accelaes-files.c),)
   TARGETS += $(BUILD)/accelaes-files
 endif
@@ -146,6 +147,8 @@ test-tsan: deps test-deps
 valgrind: all test-deps
 	$(PYTHON) -m pytest -q -ra tests/test_valgrind.py
 
+# make speed and make bench write under $(BUILD)/results and leave the checkout alone; `make bench-publish`
+# copies what is there into bench/results/ on purpose, for a commit (git diff bench/results shows it).
 speed: all
 	@sh bench/speed.sh
 
@@ -158,7 +161,16 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
 
 bench: all $(BENCH_BIN)
+	@sh tools/install-deps.sh bench
 	$(PYTHON) bench/run.py $(BENCH_ARGS)
+
+.PHONY: bench-publish
+bench-publish:
+	@set -e; n=0; for f in $(BUILD)/results/speed-latest.md $(BUILD)/results/bench-*.json \
+	  $(BUILD)/results/bench-*.md $(BUILD)/results/bench-*.png; do \
+	  [ -f "$$f" ] || continue; install -m 0644 "$$f" bench/results/; echo "bench-publish: $$f -> bench/results/"; \
+	  n=$$((n + 1)); done; \
+	[ $$n -gt 0 ] || { echo "bench-publish: nothing in $(BUILD)/results: run make speed or make bench first" >&2; exit 1; }
 
 # `make fuzz`: the differential libFuzzer target against OpenSSL's default provider (fuzz/README.md)
 # for FUZZ_SECONDS, growing build/fuzz/corpus; `make fuzz-smoke`: the committed corpus replayed, then
