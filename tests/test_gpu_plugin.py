@@ -21,7 +21,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-from conftest import BUILD  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
+from conftest import BUILD, cuda_not_built  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 FAKE = BUILD / "accelaes-fakegpu.so"
 CUDA = BUILD / "accelaes-cuda.so"
 
@@ -251,7 +251,7 @@ def run_child(plugin, scenario, extra_env=None, timeout=300):
 
 def cuda_plugin_or_skip():
     if not CUDA.exists():
-        pytest.skip(f"{CUDA} is not built (nvcc missing)")
+        pytest.skip(cuda_not_built(CUDA))
     probe = run_child(CUDA, "initfail")
     if probe.returncode == 4 and "INIT-SUCCEEDED" in probe.stdout:
         return CUDA
@@ -298,7 +298,7 @@ def test_fake_plugin_log(tmp_path):
 def test_cuda_plugin_without_gpu_fails_cleanly():
     """Where no GPU answers, init must refuse with a reason and run must fail without a crash."""
     if not CUDA.exists():
-        pytest.skip(f"{CUDA} is not built (nvcc missing)")
+        pytest.skip(cuda_not_built(CUDA))
     r = run_child(CUDA, "initfail")
     if r.returncode == 4 and "INIT-SUCCEEDED" in r.stdout:
         pytest.skip("a CUDA GPU answers here: the refusal path is not reachable")

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, MODULE, PROVIDER, STAT_TOOL
+from conftest import BUILD, MODULE, PROVIDER, STAT_TOOL, cuda_not_built
 
 FAKE = BUILD / "accelaes-fakegpu.so"
 CUDA = BUILD / "accelaes-cuda.so"
@@ -160,7 +160,7 @@ def test_backend_cuda_real_plugin_without_gpu(require_provider):
     """The real plugin beside the module (the default lookup), on a machine where CUDA does not
     answer: correct output and exactly one line saying why."""
     if not CUDA.exists():
-        pytest.skip(f"{CUDA} is not built (nvcc missing)")
+        pytest.skip(cuda_not_built(CUDA))
     env = {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16", "T_SIZE": "65536", "ACCELAES_GPU_PLUGIN": None}
     rc, res, err, stat = run_child(IDENTITY, env)
     check_identity(res, rc, err)

@@ -1,5 +1,6 @@
 /* accel/cuda/runtime.cu: the CUDA plugin's entry point and process state: lazy (per-process,
  * fork-aware) CUDA initialisation, the pinned NUMA-local staging pool, streams, errors. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -200,12 +201,30 @@ static int alloc_slot(acc_cu_slot *sl)
     return 0;
 }
 
+/* The CUDA runtime reports a machine with no NVIDIA driver at all as "CUDA driver version is
+ * insufficient for CUDA runtime version", which reads as an old driver: say what is missing instead.
+ * NULL where a driver is there (then the runtime's own words are the reason). */
+static const char *driver_missing(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);   /* what the runtime itself loads */
+    if (!h)
+        return "no NVIDIA driver installed (libcuda.so.1 not found)";
+    dlclose(h);
+    if (access("/proc/driver/nvidia/version", F_OK) != 0)
+        return "the NVIDIA driver library is installed but its kernel module is not loaded";
+    return NULL;
+}
+
 static int init_device(void)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        const char *missing = driver_missing();
+        if (missing)
+            return acc_cu_fail("%s", missing);
         return acc_cu_fail("no usable CUDA driver or device (%s)", cudaGetErrorString(e));
+    }
     acc_cu.dev = (int)env_long("ACCELAES_CUDA_DEVICE", 0, 0, 63);
     if (n <= 0 || acc_cu.dev >= n)
         return acc_cu_fail("no CUDA device %d (%d found)", acc_cu.dev, n);
