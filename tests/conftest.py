@@ -128,6 +128,18 @@ def openssl_bin():
     return path
 
 
+def cuda_not_built(path):
+    """The true reason BUILD has no CUDA plugin, for a skip: a sanitizer build leaves it out on purpose
+    (tools/sanitize.sh builds with NVCC=), else nvcc is missing, else it was just not built yet."""
+    if SANITIZER:
+        return (f"{path} is not built: the {SANITIZER} build leaves the CUDA plugin out (device code no host "
+                "sanitizer sees; tools/sanitize.sh builds with NVCC=)")
+    nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
+    if nvcc:
+        return f"{path} is not built yet (nvcc is at {nvcc}: run make)"
+    return f"{path} is not built: nvcc not found (no CUDA toolkit here)"
+
+
 def stat_total(env):
     """Bytes done by accelaes on every path (inline, split, batch, GPU), all processes together, as
     build/accelaes-stat --json reports them for the segment env names."""
