@@ -131,10 +131,11 @@ smoke)
     mkdir -p "$B/artifacts"
     # the corpus through each inline engine (chosen once per process, so one run each)
     for eng in "" ACCELAES_NO_VAES=1 ACCELAES_FORCE_EVP_ENGINE=1; do
-        echo "fuzz-smoke: replaying fuzz/corpus ($(ls fuzz/corpus | wc -l) inputs) ${eng:-(default engine)}"
         # shellcheck disable=SC2086
         if env $eng "$B/fuzz_diff" $FLAGS -runs=0 fuzz/corpus > "$B/smoke-replay.log" 2>&1; then
-            grep -E "inline engine|DONE" "$B/smoke-replay.log"
+            engine=$(sed -n 's/.*inline engine: \([a-z0-9]*\).*/\1/p' "$B/smoke-replay.log" | head -1)
+            cov=$(sed -n 's/.*DONE .*cov: \([0-9]*\).*/\1/p' "$B/smoke-replay.log" | tail -1)
+            echo "fuzz-smoke: fuzz/corpus ($(ls fuzz/corpus | wc -l) inputs) replayed through the ${engine:-?} engine: ok, coverage ${cov:-?} edges"
         else
             tail -60 "$B/smoke-replay.log"
             echo "fuzz-smoke: FAILED replaying the corpus; rerun: env $eng $B/fuzz_diff fuzz/corpus"
@@ -143,10 +144,29 @@ smoke)
     done
     rm -rf "$B/smoke-corpus"
     mkdir -p "$B/smoke-corpus"
-    echo "fuzz-smoke: fuzzing for $secs s"
+    # libFuzzer's progress lines, final stats and recommended dictionary go to a log (2000 lines a
+    # minute); the console gets one summary line, or the log's tail and the artifact on a failure.
+    log="$B/smoke-fuzz.log"
+    rm -rf "$B/smoke-artifacts" && mkdir -p "$B/smoke-artifacts"
+    echo "fuzz-smoke: fuzzing for $secs s (libFuzzer's output: $log)"
+    rc=0
     # shellcheck disable=SC2086
-    "$B/fuzz_diff" $FLAGS -max_total_time="$secs" -artifact_prefix="$B/artifacts/" \
-        "$B/smoke-corpus" fuzz/corpus
+    "$B/fuzz_diff" $FLAGS -max_total_time="$secs" -artifact_prefix="$B/smoke-artifacts/" \
+        "$B/smoke-corpus" fuzz/corpus > "$log" 2>&1 || rc=$?
+    found=$(ls "$B/smoke-artifacts" | wc -l)
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    new=$(sed -n 's/^stat::new_units_added: *//p' "$log" | tail -1)
+    last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+    cov=$(echo "$last" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
+    ft=$(echo "$last" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')
+    corp=$(echo "$last" | sed -n 's/.* corp: \([0-9]*\).*/\1/p')
+    if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+        tail -60 "$log"
+        cp "$B"/smoke-artifacts/* "$B/artifacts/" 2>/dev/null || true
+        echo "fuzz-smoke: FAILED (exit $rc, $found crash/leak/timeout input(s) in $B/artifacts: $(ls "$B/smoke-artifacts" | tr '\n' ' ')); log: $log"
+        exit 1
+    fi
+    echo "fuzz-smoke: ${runs:-?} runs in $secs s, corpus ${corp:-?} inputs (${new:-?} units added), coverage ${cov:-?} edges / ${ft:-?} features, crashes 0 (log: $log)"
     ;;
 replay-build)
     replay_build || exit 1
