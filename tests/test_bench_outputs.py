@@ -46,6 +46,9 @@ def test_bench_results_dir_is_under_build():
 
 
 def test_speed_plot_colours_and_legend(tmp_path):
+    if os.environ.get("ACCELAES_SANITIZER"):
+        pytest.skip("python exited without a report when matplotlib loaded under the preloaded sanitizer runtime: "
+                    "the plain run checks the plot")
     pytest.importorskip("matplotlib", reason="matplotlib not installed (sh tools/install-deps.sh bench)")
     import matplotlib.pyplot as plt
     import plots
