@@ -19,7 +19,8 @@ import pytest
 
 import test_tls as tls
 
-MODULES = os.environ.get("OPENSSL_MODULES", str(tls.BUILD))   # conftest.py sets it
+# conftest.py sets OPENSSL_MODULES; with ACCELAES_INSTALLED=1 there is none (the package's module in MODULESDIR)
+MODULES = None if tls.INSTALLED else os.environ.get("OPENSSL_MODULES", str(tls.BUILD))
 SIZE = 3 << 20
 STITCHED_SUITES = ["AES128-SHA", "AES256-SHA", "AES128-SHA256", "AES256-SHA256"]
 
@@ -74,13 +75,14 @@ def module_offers_stitched(env):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     if not tls.MODULE.exists() or not tls.STAT.exists():
-        pytest.skip("build/accelaes.so or build/accelaes-stat not built yet: run make")
+        pytest.skip(f"{tls.MODULE} or {tls.STAT} missing: run make (or install the package)")
     d = tmp_path_factory.mktemp("stitched")
     shm = f"/accelaes-test-stitched-{os.getpid()}"
     env = tls.base_env(shm)
-    env["OPENSSL_MODULES"] = MODULES
+    if MODULES is not None:
+        env["OPENSSL_MODULES"] = MODULES
     if not module_offers_stitched(env):
-        pytest.skip(f"{MODULES}/accelaes.so does not offer AES-128-CBC-HMAC-SHA1: prov.c's cipher query "
+        pytest.skip(f"{tls.MODULE} does not offer AES-128-CBC-HMAC-SHA1: prov.c's cipher query "
                     "must return acc_hmac_cipher_algorithms (provider/cipher_hmac.h) too")
     plain = {k: v for k, v in os.environ.items() if k not in ("OPENSSL_CONF", "OPENSSL_MODULES")}
     subprocess.run([tls.OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem",
