@@ -186,7 +186,7 @@ fuzz-smoke: test-deps
 # `make deb`: build/accelaes_VERSION_ARCH.deb (tools/mkdeb.sh: the module in MODULESDIR, the tools in
 # /usr/bin, conf/accelaes.cnf in /usr/share/accelaes, man pages; Depends from dpkg-shlibdeps).
 # `make test-deb` (root; changes the machine): installs it, checks it with no OPENSSL_MODULES, removes
-# it (tests/test_deb.py), then installs it again for the real-program and TLS tests against the
+# it (tests/test_deb.py), then installs it again for the real-program and TLS tests (tests/test_tls*.py) against the
 # package (ACCELAES_INSTALLED=1) and purges it. CI runs it.
 DEB_BIN := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-files $(BUILD)/accelaes-conf
 ifneq ($(NVCC),)
@@ -203,7 +203,7 @@ test-deb: deb test-deps
 	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_TEST_INSTALLED_DEB=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/test_deb.py
 	@if dpkg-query -W accelaes >/dev/null 2>&1; then echo "test-deb: accelaes is installed already: not replacing it" >&2; exit 1; fi
 	dpkg -i $(BUILD)/accelaes_*.deb
-	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_INSTALLED=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/test_real_programs.py tests/test_tls.py; \
+	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_INSTALLED=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/test_real_programs.py tests/test_tls*.py; \
 	  rc=$$?; dpkg --purge accelaes; exit $$rc
 
 install: all
