@@ -331,47 +331,84 @@ static void join(pool_job *job, pool_claim *claimed, int nclaimed, uint64_t piec
     }
 }
 
-/* ---- the gate: whether helpers have been paying lately (split requests only) ----
- * A join that waits STALL_MIN_NS or more (and more than half the caller's own share) lost more
- * than the helpers could have saved; it closes the gate for GATE_MIN_NS, doubled for each stall
- * that follows soon after the last, up to GATE_MAX_NS, so that a core that stays contended costs
- * one stall per second at most. A helper that was woken but came too late (all pieces taken)
- * cost the caller 1-2 us for nothing (measured: 47 against 46 us median for a 1 MiB request);
- * MISS_LIMIT such misses in a row (helpers that seldom come: joins under 20% of tries) mean
- * MISS_QUIET_NS without them. A limit of 4 kept 13% of requests on an idle machine from
- * helpers that would have come (bench/split_load.sh, load 0). */
+/* ---- whether helpers pay, here and now (split requests only: acc_pool_run_ranges) ----
+ * Two measures, both of this process's own requests, none of the system's state: whether other
+ * processes keep the cores busy shows only in what our requests take. (The runnable count in
+ * /proc/loadavg was no guide: on the shared dev VM it read 2-3 other tasks while a 1 MiB split
+ * still took 0.65x the inline time.)
+ *  - The stall gate: a join that waits STALL_MIN_NS or more (and more than half the caller's own
+ *    share) lost more than the helpers could have saved; it closes the gate for GATE_MIN_NS,
+ *    doubled for each stall that follows soon after the last, up to GATE_MAX_NS, so that a core
+ *    that stays contended costs one stall per second at most.
+ *  - Per request size (powers of two), an EWMA of the time per byte of requests run with helpers
+ *    and of requests run alone. The cheaper way is taken, and the other tried now and then
+ *    (1 in ALONE_PROBE requests run alone while helpers win, 1 in SPLIT_PROBE with helpers while
+ *    they lose) to follow changes. This catches what the gate cannot see: helpers that come too
+ *    late (a wake-up for nothing, 1-2 us), rescues (about 80 us each), a caller that other work
+ *    preempts more often once a helper is busy on the other core. Samples are capped at 8 times
+ *    the average, so that one preemption does not decide for hundreds of requests. */
 #define STALL_MIN_NS     250000u
 #define GATE_MIN_NS    10000000u
 #define GATE_MAX_NS  1000000000u
-#define MISS_LIMIT           16u
-#define MISS_QUIET_NS   5000000u
+#define ADAPT_CLASSES        12     /* requests of 2^15 .. 2^26 bytes and more */
+#define ALONE_PROBE          64u
+#define SPLIT_PROBE           8u
 static uint64_t gate_until_ns, gate_pen_ns, gate_stall_ns;   /* atomics */
-static uint32_t gate_misses;                                  /* atomic */
+typedef struct adapt_class {
+    uint32_t with, alone;           /* atomics: EWMA ns per MiB (0: no sample yet) */
+    uint32_t count;                 /* atomic: requests seen, for the probes */
+} adapt_class;
+static adapt_class adapt[ADAPT_CLASSES];
 
 static int gate_closed(uint64_t now)
 {
     return (int64_t)(now - __atomic_load_n(&gate_until_ns, __ATOMIC_RELAXED)) < 0;
 }
 
-static void gate_note(uint64_t now, int stall, int miss)
+static void gate_stall(uint64_t now)
 {
-    if (stall) {
-        uint64_t pen = __atomic_load_n(&gate_pen_ns, __ATOMIC_RELAXED);
-        if (pen == 0 || now - __atomic_load_n(&gate_stall_ns, __ATOMIC_RELAXED) > 4 * pen)
-            pen = GATE_MIN_NS;
-        else if ((pen *= 2) > GATE_MAX_NS)
-            pen = GATE_MAX_NS;
-        __atomic_store_n(&gate_pen_ns, pen, __ATOMIC_RELAXED);
-        __atomic_store_n(&gate_stall_ns, now, __ATOMIC_RELAXED);
-        __atomic_store_n(&gate_until_ns, now + pen, __ATOMIC_RELAXED);
-        __atomic_store_n(&gate_misses, 0, __ATOMIC_RELAXED);
-    } else if (!miss) {
-        if (__atomic_load_n(&gate_misses, __ATOMIC_RELAXED) != 0)
-            __atomic_store_n(&gate_misses, 0, __ATOMIC_RELAXED);
-    } else if (__atomic_add_fetch(&gate_misses, 1, __ATOMIC_RELAXED) >= MISS_LIMIT) {
-        __atomic_store_n(&gate_misses, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&gate_until_ns, now + MISS_QUIET_NS, __ATOMIC_RELAXED);
-    }
+    uint64_t pen = __atomic_load_n(&gate_pen_ns, __ATOMIC_RELAXED);
+    if (pen == 0 || now - __atomic_load_n(&gate_stall_ns, __ATOMIC_RELAXED) > 4 * pen)
+        pen = GATE_MIN_NS;
+    else if ((pen *= 2) > GATE_MAX_NS)
+        pen = GATE_MAX_NS;
+    __atomic_store_n(&gate_pen_ns, pen, __ATOMIC_RELAXED);
+    __atomic_store_n(&gate_stall_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&gate_until_ns, now + pen, __ATOMIC_RELAXED);
+}
+
+static adapt_class *adapt_of(uint64_t bytes)
+{
+    int c = 0;
+    while (c < ADAPT_CLASSES - 1 && (bytes >> (16 + c)) != 0)
+        c++;
+    return &adapt[c];
+}
+
+/* 1: run this request with helpers; 0: alone. */
+static int adapt_with(adapt_class *a)
+{
+    uint32_t with = __atomic_load_n(&a->with, __ATOMIC_RELAXED);
+    uint32_t alone = __atomic_load_n(&a->alone, __ATOMIC_RELAXED);
+    uint32_t k = __atomic_add_fetch(&a->count, 1, __ATOMIC_RELAXED);
+    if (with == 0 || alone == 0)
+        return with == 0;           /* a sample of each first, helpers first */
+    if (with <= alone)
+        return k % ALONE_PROBE != 0;
+    return k % SPLIT_PROBE == 0;
+}
+
+static void adapt_note(uint32_t *ew, uint64_t ns, uint64_t bytes, unsigned shift)
+{
+    if (bytes == 0)
+        return;
+    uint64_t v = ns * (1u << 20) / bytes, old = __atomic_load_n(ew, __ATOMIC_RELAXED);
+    if (old != 0 && v > 8 * (uint64_t)old)
+        v = 8 * (uint64_t)old;
+    if (v > UINT32_MAX / 2)
+        v = UINT32_MAX / 2;
+    uint64_t now = old == 0 ? v : old - (old >> shift) + (v >> shift);
+    __atomic_store_n(ew, (uint32_t)(now ? now : 1), __ATOMIC_RELAXED);
 }
 
 static void run_alone(pool_job *job)
@@ -386,9 +423,16 @@ static void run_alone(pool_job *job)
 
 static int pool_run(pool_job *job, int helpers, int gated)
 {
-    if (gated && gate_closed(acc_now_ns())) {
-        run_alone(job);
-        return 0;
+    adapt_class *a = NULL;
+    uint64_t t_start = 0, bytes = (uint64_t)job->n * job->piece_bytes;
+    if (gated) {
+        a = adapt_of(bytes);
+        t_start = acc_now_ns();
+        if (gate_closed(t_start) || !adapt_with(a)) {
+            run_alone(job);
+            adapt_note(&a->alone, acc_now_ns() - t_start, bytes, 3);
+            return 0;
+        }
     }
     int ncpu = acc_sched_cpu_units();
     acc_shm_table *t = acc_sched_table();
@@ -456,8 +500,11 @@ static int pool_run(pool_job *job, int helpers, int gated)
     join(job, claimed, nclaimed, piece_ns);
     uint64_t now = acc_now_ns(), jw = now - j0;
     int joined = (int)__atomic_load_n(&job->joined, __ATOMIC_ACQUIRE);
-    if (gated && nclaimed > 0)
-        gate_note(now, jw >= STALL_MIN_NS && jw >= own / 2, joined == 0);
+    if (gated && nclaimed > 0) {
+        if (jw >= STALL_MIN_NS && jw >= own / 2)
+            gate_stall(now);
+        adapt_note(&a->with, now - t_start, bytes, 4);
+    }
     return joined;
 }
 

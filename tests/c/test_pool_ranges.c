@@ -139,9 +139,19 @@ static void test_guided(void)
     for (int rep = 0; rep < 20; rep++) {
         /* test_cover's tiny jobs end before a helper can come: those misses close the gate briefly. */
         CHECK(gate_open_wait(), "the split's helpers never came");
-        rec *r = rec_new(64);
-        helper_ran = 0;
-        acc_pool_run_ranges(rec_meet_range, r, 64, acc_sched_cpu_units() - 1, 16);
+        /* The pool may also choose to run a request alone (its measure of whether helpers pay,
+         * which these waiting ranges make look bad): retry until helpers took part. */
+        rec *r = NULL;
+        for (int t = 0; t < 200; t++) {
+            if (r != NULL) {
+                CHECK(rec_missing(r) == 0, "guided (alone): pieces not run exactly once");
+                rec_free(r);
+            }
+            r = rec_new(64);
+            helper_ran = 0;
+            if (acc_pool_run_ranges(rec_meet_range, r, 64, acc_sched_cpu_units() - 1, 16) >= 1)
+                break;
+        }
         size_t biggest = 0, last_first = 0, last_count = 0;
         for (size_t c = 0; c < r->ncalls; c++) {
             biggest = r->count[c] > biggest ? r->count[c] : biggest;
@@ -231,7 +241,8 @@ static int meet(int ranges, int helpers)
     return ret >= 1 && __atomic_load_n(&helper_ran, __ATOMIC_SEQ_CST);
 }
 
-/* Until a split request gets a helper again (a hang guard of 5 s: the gate's longest is 1 s). */
+/* Until a split request gets a helper again (a hang guard of 5 s: the gate's longest is 1 s, and
+ * while helpers seem not to pay, 1 request in 8 still tries them). */
 static int gate_open_wait(void)
 {
     int saved = main_tid, ok = 0;
@@ -266,10 +277,15 @@ static void test_late_helper_and_gate(void)
     main_tid = acc_sched_tid();
     CHECK(gate_open_wait(), "the split's helpers never came");
 
-    helper_started = helper_moved = 0;
-    uint64_t t0 = acc_now_ns();
-    int ret = acc_pool_run_ranges(late_range, NULL, 16, units - 1, 16);
-    uint64_t t_end = acc_now_ns();
+    /* Retried while the pool runs the request alone (see test_guided). */
+    uint64_t t0 = 0, t_end = 0;
+    int ret = 0;
+    for (int t = 0; t < 200 && ret < 1; t++) {
+        helper_started = helper_moved = 0;
+        t0 = acc_now_ns();
+        ret = acc_pool_run_ranges(late_range, NULL, 16, units - 1, 16);
+        t_end = acc_now_ns();
+    }
     CHECK(ret == 1 && helper_started, "the late helper took part (returned %d, started %d)", ret, helper_started);
     CHECK(helper_moved, "the late helper was not moved onto the caller's CPU %d (run took %.1f ms)",
           caller_cpu, (double)(t_end - t0) / 1e6);
