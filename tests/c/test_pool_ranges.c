@@ -2,7 +2,8 @@
  * every piece exactly once, one call without helpers, guided claims (single pieces at the end);
  * a helper that is late with its range is moved onto the caller's core and goes back to its own
  * core for its next job; a join that stalled closes the gate (the next split request runs on the
- * caller alone, in one call) while acc_pool_run keeps its helpers, and the gate opens again.
+ * caller alone, in one call) while acc_pool_run keeps its helpers, and the gate opens again;
+ * requests run alone or with helpers, whichever has lately cost less.
  * The stall is made by a helper whose range sleeps, as a preempted helper would stand still.
  * Waits here are hang guards, not timing claims. Run by tests/test_split.py. */
 #define _GNU_SOURCE
@@ -318,6 +319,54 @@ static void test_late_helper_and_gate(void)
     sched_setaffinity(0, sizeof(saved), &saved);
 }
 
+/* ---- the choice between helpers and alone follows what each took ----
+ * 1 MiB requests (64 pieces of 16 KiB, a size class of their own here) whose ranges cost 300 us
+ * more one way than the other, by a sleep: first the caller's ranges are slow whenever helpers
+ * are in play, then the single call of a request run alone is. */
+static int slow_alone;
+
+static void adaptive_range(void *arg, size_t first, size_t count)
+{
+    rec *r = arg;
+    rec_range(arg, first, count);
+    if (acc_sched_tid() == main_tid && (count == r->n) == slow_alone)
+        sleep_us(300);
+}
+
+/* Of `runs` requests, how many the pool ran alone in one call. */
+static int alone_runs(int runs)
+{
+    int alone = 0;
+    for (int i = 0; i < runs; i++) {
+        rec *r = rec_new(64);
+        acc_pool_run_ranges(adaptive_range, r, 64, acc_sched_cpu_units() - 1, 16384);
+        CHECK(rec_missing(r) == 0, "adaptive: pieces not run exactly once");
+        alone += r->ncalls == 1 && r->count[0] == 64;
+        rec_free(r);
+    }
+    return alone;
+}
+
+static void test_adaptive(void)
+{
+    if (acc_sched_cpu_units() < 2) {
+        printf("skip: the choice of helpers needs 2 CPU units\n");
+        return;
+    }
+    main_tid = acc_sched_tid();
+    CHECK(gate_open_wait(), "the split's helpers never came");
+    slow_alone = 0;
+    alone_runs(200);
+    int a = alone_runs(200);
+    printf("info: adaptive: %d of 200 alone while helpers cost more\n", a);
+    CHECK(a >= 140, "helpers cost 300 us more, yet only %d of 200 requests ran alone", a);
+    slow_alone = 1;
+    alone_runs(200);
+    a = alone_runs(200);
+    printf("info: adaptive: %d of 200 alone while alone costs more\n", a);
+    CHECK(a <= 60, "running alone costs 300 us more, yet %d of 200 requests ran alone", a);
+}
+
 /* In a forked child the range API starts its own helpers and covers every piece. */
 static void test_after_fork(void)
 {
@@ -358,6 +407,7 @@ int main(void)
     test_cover();
     test_guided();
     test_late_helper_and_gate();
+    test_adaptive();
     test_after_fork();
     shm_unlink(segname);
     printf("%d passed, %d failed\n", passed, failed);
