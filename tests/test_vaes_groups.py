@@ -38,7 +38,8 @@ def test_ctr_every_low_byte(pair, bits):
 @pytest.mark.parametrize("bits", [128, 192, 256])
 def test_every_group_size(pair, bits, mode):
     """ECB and CBC through every register count, whole and partial (vaes.c's tails and its 32-block groups),
-    in one update each, in place and not, both directions, against the default provider."""
+    in one update each, in place and not, at every 16-byte placement modulo 64, both directions, against the
+    default provider."""
     rng = random.Random(f"{SEED}-groups-{mode}-{bits}")
     ciphers = pair(f"AES-{bits}-{mode}")
     key, iv = rng.randbytes(bits // 8), (rng.randbytes(16) if mode == "CBC" else None)
@@ -46,8 +47,9 @@ def test_every_group_size(pair, bits, mode):
         msg = rng.randbytes(16 * nb)
         for enc in (1, 0):
             want = evp.crypt(ciphers.ref, key, iv, msg, enc, padding=False)
-            for inplace in (False, True):
+            # every placement modulo 64 (the xmm head up to a 64-byte boundary, vaes.c xmm_head), and an odd one
+            for inplace, off in [(False, 0), (False, 5)] + [(True, o) for o in (0, 16, 32, 48, 5)]:
                 ctx = evp.CipherCtx(ciphers.test, key, iv, enc, padding=False)
-                got = evp.stream(ctx, msg, [len(msg)], inplace=inplace)
-                assert got == want, \
-                    f"seed={SEED} AES-{bits}-{mode} enc={enc} blocks={nb} inplace={inplace}: differs from default"
+                got = evp.stream(ctx, msg, [len(msg)], out_off=off, in_off=off, inplace=inplace)
+                assert got == want, f"seed={SEED} AES-{bits}-{mode} enc={enc} blocks={nb} inplace={inplace} " \
+                                    f"offset={off}: differs from default"

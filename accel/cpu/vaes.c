@@ -230,12 +230,33 @@ PER_KEY_SIZE(14)
  * Entry points (the engine table is in aesni.c). They cannot fail.
  * ------------------------------------------------------------------------------------------ */
 
+/* ECB and CBC decryption of a small request in place are one serial chain per call when the
+ * caller feeds each output back in (openssl speed does): the next call's loads wait for this one's
+ * stores, and a zmm store that straddles a cache line (a buffer aligned to 16 bytes, not 64, as
+ * malloc gives) does not forward to the next call's load: 256 B ECB 9.1 GB/s at 16 mod 64 against
+ * 10.4 aligned. So a small request whose input and output sit alike off a 64-byte boundary runs
+ * its first blocks up to that boundary on xmm, whose 16-byte accesses never straddle one, and the
+ * rest on zmm at aligned addresses. Larger requests are throughput-bound and go straight to zmm.
+ * Returns the blocks to run on xmm first (all n below VAES_MIN). */
+static inline size_t xmm_head(size_t n, const uint8_t *in, const uint8_t *out)
+{
+    uintptr_t a = (uintptr_t)out & 63;
+
+    if (n < VAES_MIN)
+        return n;
+    if (n >= 32 || a == 0 || ((uintptr_t)in & 63) != a || (a & 15) != 0)
+        return 0;
+    return (64 - a) / 16;
+}
+
 TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    if (n < VAES_MIN) {
-        x_ecb(k->enc, k->rounds, in, out, n, 0);
+    size_t h = xmm_head(n, in, out);
+
+    x_ecb(k->enc, k->rounds, in, out, h, 0);
+    in += 16 * h, out += 16 * h, n -= h;
+    if (n == 0)
         return 1;
-    }
 #define C(r) ecb_enc##r(k->enc, in, out, n)
     BY_ROUNDS(k->rounds, C)
 #undef C
@@ -244,10 +265,12 @@ TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *
 
 TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    if (n < VAES_MIN) {
-        x_ecb(k->dec, k->rounds, in, out, n, 1);
+    size_t h = xmm_head(n, in, out);
+
+    x_ecb(k->dec, k->rounds, in, out, h, 1);
+    in += 16 * h, out += 16 * h, n -= h;
+    if (n == 0)
         return 1;
-    }
 #define C(r) ecb_dec##r(k->dec, in, out, n)
     BY_ROUNDS(k->rounds, C)
 #undef C
@@ -257,10 +280,12 @@ TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
 TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                               uint8_t ivb[16])
 {
-    if (n < VAES_MIN) {
-        x_cbcdec(k->dec, k->rounds, in, out, n, ivb);
+    size_t h = xmm_head(n, in, out);
+
+    x_cbcdec(k->dec, k->rounds, in, out, h, ivb);   /* ivb becomes the head's last ciphertext block */
+    in += 16 * h, out += 16 * h, n -= h;
+    if (n == 0)
         return 1;
-    }
     /* The last ciphertext block is the next IV; take it before in == out overwrites it. */
     __m128i next = XLD(in + 16 * (n - 1));
     __m512i iv = _mm512_broadcast_i32x4(XLD(ivb));
