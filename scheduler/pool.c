@@ -332,33 +332,54 @@ static void join(pool_job *job, pool_claim *claimed, int nclaimed, uint64_t piec
 }
 
 /* ---- whether helpers pay, here and now (split requests only: acc_pool_run_ranges) ----
- * Two measures, both of this process's own requests, none of the system's state: whether other
- * processes keep the cores busy shows only in what our requests take. (The runnable count in
- * /proc/loadavg was no guide: on the shared dev VM it read 2-3 other tasks while a 1 MiB split
- * still took 0.65x the inline time.)
+ * Both measures are of this process's own requests, not of the system's state: what other
+ * processes do shows only in what our requests take. (The runnable count in /proc/loadavg was
+ * no guide: on the shared dev VM it read 2-3 other tasks while a 1 MiB split still took 0.65x
+ * the inline time.)
  *  - The stall gate: a join that waits STALL_MIN_NS or more (and more than half the caller's own
  *    share) lost more than the helpers could have saved; it closes the gate for GATE_MIN_NS,
  *    doubled for each stall that follows soon after the last, up to GATE_MAX_NS, so that a core
  *    that stays contended costs one stall per second at most.
- *  - Per request size (powers of two), an EWMA of the time per byte of requests run with helpers
- *    and of requests run alone. The cheaper way is taken, and the other tried now and then
- *    (1 in ALONE_PROBE requests run alone while helpers win, 1 in SPLIT_PROBE with helpers while
- *    they lose) to follow changes. This catches what the gate cannot see: helpers that come too
- *    late (a wake-up for nothing, 1-2 us), rescues (about 80 us each), a caller that other work
- *    preempts more often once a helper is busy on the other core. Samples are capped at 8 times
- *    the average, so that one preemption does not decide for hundreds of requests. */
+ *  - Per request size (powers of two), the mean time per byte of requests run with helpers and
+ *    of requests run alone (EWMAs), and the cheaper way is taken; the other is tried now and
+ *    then (a burst of PROBE_BURST with helpers every SPLIT_PROBE requests, or 1 in ALONE_PROBE
+ *    alone) to follow changes. This sees what the gate cannot: rescues (about 80 us each), and a
+ *    caller preempted more often while a helper works: with two busy loops, requests that had
+ *    a helper took 24 against 45 us median, but 1.9% of them took over 1 ms against 1.3% alone
+ *    (167 against 135 us mean), because a helper at work on a contended core moves that core's
+ *    other work onto the caller's. So samples are not capped relative to the average (capped at
+ *    8x, the averages chose helpers there), only at ADAPT_CAP (whole-VM stalls of 100-400 ms
+ *    were seen here); and the way in use, with many samples, is averaged over 128 of them, so
+ *    that its rare slow requests weigh what they cost, the way probed over 16. Probes stay under
+ *    1% of requests: at 1 in 8 (single requests) they alone made p99 1.1-1.2x the inline p99.
+ *    Helpers are given up only after ADAPT_TRUST samples, a whole window of their average, and
+ *    no request runs alone before: a process that makes a few large requests keeps the split
+ *    as it was (tests/c/test_engine_fail.c, whose fault injection sleeps 2 ms in each of the
+ *    caller's engine calls, made helpers look 2-3x slower than running alone after 32).
+ *    (A rule on how often a woken helper came too late was tried and dropped: those misses are
+ *    all of helpers that were asleep, as often on an idle machine as under load.) */
 #define STALL_MIN_NS     250000u
 #define GATE_MIN_NS    10000000u
 #define GATE_MAX_NS  1000000000u
 #define ADAPT_CLASSES        12     /* requests of 2^15 .. 2^26 bytes and more */
-#define ALONE_PROBE          64u
-#define SPLIT_PROBE           8u
+#define ALONE_PROBE         128u
+#define SPLIT_PROBE        1024u    /* a burst of PROBE_BURST every SPLIT_PROBE requests */
+#define PROBE_BURST           8u
+#define ADAPT_CAP      20000000u    /* ns per MiB */
+#define EW_IN_USE             7     /* 1/128 */
+#define ADAPT_TRUST         128u    /* samples with helpers before they may be given up */
+#define EW_PROBE              4     /* 1/16 */
 static uint64_t gate_until_ns, gate_pen_ns, gate_stall_ns;   /* atomics */
 typedef struct adapt_class {
     uint32_t with, alone;           /* atomics: EWMA ns per MiB (0: no sample yet) */
     uint32_t count;                 /* atomic: requests seen, for the probes */
+    uint32_t burst;                 /* atomic: requests left in a probe with helpers */
+    uint32_t nwith;                 /* atomic: samples with helpers, up to ADAPT_TRUST */
 } adapt_class;
 static adapt_class adapt[ADAPT_CLASSES];
+
+/* How a request runs, and what it teaches. */
+enum { RUN_ALONE, RUN_ALONE_PROBE, RUN_WITH, RUN_WITH_PROBE, RUN_WITH_COLD };
 
 static int gate_closed(uint64_t now)
 {
@@ -385,17 +406,31 @@ static adapt_class *adapt_of(uint64_t bytes)
     return &adapt[c];
 }
 
-/* 1: run this request with helpers; 0: alone. */
-static int adapt_with(adapt_class *a)
+/* A probe with helpers is a burst, the way helpers are used once chosen: a helper spins a while
+ * after a request and then sleeps, and a wake-up costs a 1 MiB request 20-40 us (the first
+ * ever, a thread's creation, more); the first request of a burst (RUN_WITH_COLD) teaches
+ * nothing. Single probes took the wake-up for the price of helpers and, on an idle machine,
+ * seldom chose them again. */
+static int adapt_choose(adapt_class *a)
 {
     uint32_t with = __atomic_load_n(&a->with, __ATOMIC_RELAXED);
     uint32_t alone = __atomic_load_n(&a->alone, __ATOMIC_RELAXED);
     uint32_t k = __atomic_add_fetch(&a->count, 1, __ATOMIC_RELAXED);
-    if (with == 0 || alone == 0)
-        return with == 0;           /* a sample of each first, helpers first */
-    if (with <= alone)
-        return k % ALONE_PROBE != 0;
-    return k % SPLIT_PROBE == 0;
+    uint32_t burst = __atomic_load_n(&a->burst, __ATOMIC_RELAXED);
+    if (burst != 0) {
+        __atomic_store_n(&a->burst, burst - 1, __ATOMIC_RELAXED);
+        return RUN_WITH_PROBE;
+    }
+    if (with != 0 && __atomic_load_n(&a->nwith, __ATOMIC_RELAXED) < ADAPT_TRUST)
+        return RUN_WITH;            /* helpers until their average is worth a decision */
+    if (with != 0 && alone == 0)
+        return RUN_ALONE_PROBE;
+    if (with != 0 && with <= alone)
+        return k % ALONE_PROBE != 0 ? RUN_WITH : RUN_ALONE_PROBE;
+    if (with != 0 && k % SPLIT_PROBE != 0)
+        return RUN_ALONE;
+    __atomic_store_n(&a->burst, PROBE_BURST - 1, __ATOMIC_RELAXED);
+    return RUN_WITH_COLD;
 }
 
 static void adapt_note(uint32_t *ew, uint64_t ns, uint64_t bytes, unsigned shift)
@@ -403,10 +438,8 @@ static void adapt_note(uint32_t *ew, uint64_t ns, uint64_t bytes, unsigned shift
     if (bytes == 0)
         return;
     uint64_t v = ns * (1u << 20) / bytes, old = __atomic_load_n(ew, __ATOMIC_RELAXED);
-    if (old != 0 && v > 8 * (uint64_t)old)
-        v = 8 * (uint64_t)old;
-    if (v > UINT32_MAX / 2)
-        v = UINT32_MAX / 2;
+    if (v > ADAPT_CAP)
+        v = ADAPT_CAP;
     uint64_t now = old == 0 ? v : old - (old >> shift) + (v >> shift);
     __atomic_store_n(ew, (uint32_t)(now ? now : 1), __ATOMIC_RELAXED);
 }
@@ -425,12 +458,14 @@ static int pool_run(pool_job *job, int helpers, int gated)
 {
     adapt_class *a = NULL;
     uint64_t t_start = 0, bytes = (uint64_t)job->n * job->piece_bytes;
+    int how = RUN_WITH;
     if (gated) {
         a = adapt_of(bytes);
         t_start = acc_now_ns();
-        if (gate_closed(t_start) || !adapt_with(a)) {
+        how = gate_closed(t_start) ? RUN_ALONE : adapt_choose(a);
+        if (how == RUN_ALONE || how == RUN_ALONE_PROBE) {
             run_alone(job);
-            adapt_note(&a->alone, acc_now_ns() - t_start, bytes, 3);
+            adapt_note(&a->alone, acc_now_ns() - t_start, bytes, how == RUN_ALONE ? EW_IN_USE : EW_PROBE);
             return 0;
         }
     }
@@ -503,7 +538,11 @@ static int pool_run(pool_job *job, int helpers, int gated)
     if (gated && nclaimed > 0) {
         if (jw >= STALL_MIN_NS && jw >= own / 2)
             gate_stall(now);
-        adapt_note(&a->with, now - t_start, bytes, 4);
+        if (how != RUN_WITH_COLD) {
+            adapt_note(&a->with, now - t_start, bytes, how == RUN_WITH ? EW_IN_USE : EW_PROBE);
+            if (__atomic_load_n(&a->nwith, __ATOMIC_RELAXED) < ADAPT_TRUST)
+                __atomic_fetch_add(&a->nwith, 1, __ATOMIC_RELAXED);
+        }
     }
     return joined;
 }

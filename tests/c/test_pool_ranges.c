@@ -143,7 +143,7 @@ static void test_guided(void)
         /* The pool may also choose to run a request alone (its measure of whether helpers pay,
          * which these waiting ranges make look bad): retry until helpers took part. */
         rec *r = NULL;
-        for (int t = 0; t < 200; t++) {
+        for (uint64_t g0 = acc_now_ns(); acc_now_ns() - g0 < 5000000000u;) {
             if (r != NULL) {
                 CHECK(rec_missing(r) == 0, "guided (alone): pieces not run exactly once");
                 rec_free(r);
@@ -242,8 +242,8 @@ static int meet(int ranges, int helpers)
     return ret >= 1 && __atomic_load_n(&helper_ran, __ATOMIC_SEQ_CST);
 }
 
-/* Until a split request gets a helper again (a hang guard of 5 s: the gate's longest is 1 s, and
- * while helpers seem not to pay, 1 request in 8 still tries them). */
+/* Until a split request gets a helper again: a hang guard of 5 s (the gate's longest is 1 s,
+ * and while helpers seem not to pay, a burst of them is tried every 1024 requests). */
 static int gate_open_wait(void)
 {
     int saved = main_tid, ok = 0;
@@ -251,7 +251,7 @@ static int gate_open_wait(void)
     for (uint64_t g0 = acc_now_ns(); !ok && acc_now_ns() - g0 < 5000000000u;) {
         ok = meet(1, acc_sched_cpu_units() - 1);
         if (!ok)
-            sleep_us(10000);
+            sleep_us(50);
     }
     main_tid = saved;
     return ok;
@@ -281,7 +281,7 @@ static void test_late_helper_and_gate(void)
     /* Retried while the pool runs the request alone (see test_guided). */
     uint64_t t0 = 0, t_end = 0;
     int ret = 0;
-    for (int t = 0; t < 200 && ret < 1; t++) {
+    for (uint64_t g0 = acc_now_ns(); ret < 1 && acc_now_ns() - g0 < 5000000000u;) {
         helper_started = helper_moved = 0;
         t0 = acc_now_ns();
         ret = acc_pool_run_ranges(late_range, NULL, 16, units - 1, 16);
@@ -310,27 +310,33 @@ static void test_late_helper_and_gate(void)
     CHECK(helper_home_ok, "the moved helper is not back on its own CPU %d for its next job", helper_cpu);
 
     /* The gate opens again (at most GATE_MAX_NS, 1 s, after the last stall). */
-    int tries = 0, reopened = 0;
-    for (uint64_t g0 = acc_now_ns(); !reopened && acc_now_ns() - g0 < 5000000000u; tries++) {
-        sleep_us(20000);
-        reopened = meet(1, units - 1);
-    }
-    CHECK(reopened, "the split's helpers did not come back within 5 s of the stall (%d tries)", tries);
+    CHECK(gate_open_wait(), "the split's helpers did not come back within 5 s of the stall");
     sched_setaffinity(0, sizeof(saved), &saved);
 }
 
 /* ---- the choice between helpers and alone follows what each took ----
- * 1 MiB requests (64 pieces of 16 KiB, a size class of their own here) whose ranges cost 300 us
- * more one way than the other, by a sleep: first the caller's ranges are slow whenever helpers
- * are in play, then the single call of a request run alone is. */
-static int slow_alone;
+ * 1 MiB requests (64 pieces of 16 KiB, a size class of their own here), made slower one way
+ * than the other by a sleep: (a) the caller's ranges are slow whenever helpers are in play
+ * (300 us); (b) the single call of a request run alone is (2 ms), and the helpers come (the
+ * caller's first range waits for one). */
+enum { SLOW_WITH, SLOW_ALONE_MEET };
+static int adaptive_case;
 
 static void adaptive_range(void *arg, size_t first, size_t count)
 {
     rec *r = arg;
     rec_range(arg, first, count);
-    if (acc_sched_tid() == main_tid && (count == r->n) == slow_alone)
+    if (acc_sched_tid() != main_tid) {
+        __atomic_store_n(&helper_ran, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    int alone = count == r->n;
+    if (adaptive_case == SLOW_WITH && !alone)
         sleep_us(300);
+    else if (adaptive_case == SLOW_ALONE_MEET && alone)
+        sleep_us(2000);               /* more than a helper's wake-up under two busy loops */
+    else if (adaptive_case == SLOW_ALONE_MEET)
+        wait_flag(&helper_ran, 1000000);
 }
 
 /* Of `runs` requests, how many the pool ran alone in one call. */
@@ -339,6 +345,7 @@ static int alone_runs(int runs)
     int alone = 0;
     for (int i = 0; i < runs; i++) {
         rec *r = rec_new(64);
+        helper_ran = 0;
         acc_pool_run_ranges(adaptive_range, r, 64, acc_sched_cpu_units() - 1, 16384);
         CHECK(rec_missing(r) == 0, "adaptive: pieces not run exactly once");
         alone += r->ncalls == 1 && r->count[0] == 64;
@@ -349,22 +356,22 @@ static int alone_runs(int runs)
 
 static void test_adaptive(void)
 {
+    static const char *what[] = { "helpers cost 300 us more", "running alone costs 2 ms more" };
     if (acc_sched_cpu_units() < 2) {
         printf("skip: the choice of helpers needs 2 CPU units\n");
         return;
     }
     main_tid = acc_sched_tid();
     CHECK(gate_open_wait(), "the split's helpers never came");
-    slow_alone = 0;
-    alone_runs(200);
-    int a = alone_runs(200);
-    printf("info: adaptive: %d of 200 alone while helpers cost more\n", a);
-    CHECK(a >= 140, "helpers cost 300 us more, yet only %d of 200 requests ran alone", a);
-    slow_alone = 1;
-    alone_runs(200);
-    a = alone_runs(200);
-    printf("info: adaptive: %d of 200 alone while alone costs more\n", a);
-    CHECK(a <= 60, "running alone costs 300 us more, yet %d of 200 requests ran alone", a);
+    for (adaptive_case = SLOW_WITH; adaptive_case <= SLOW_ALONE_MEET; adaptive_case++) {
+        alone_runs(200);
+        int a = alone_runs(200);
+        printf("info: adaptive: %s: %d of 200 requests ran alone\n", what[adaptive_case], a);
+        if (adaptive_case == SLOW_ALONE_MEET)
+            CHECK(a <= 60, "%s, yet %d of 200 requests ran alone", what[adaptive_case], a);
+        else
+            CHECK(a >= 140, "%s, yet only %d of 200 requests ran alone", what[adaptive_case], a);
+    }
 }
 
 /* In a forked child the range API starts its own helpers and covers every piece. */
@@ -381,14 +388,7 @@ static void test_after_fork(void)
             rec_free(r);
         }
         if (acc_sched_cpu_units() >= 2) {
-            main_tid = acc_sched_tid();
-            int got = 0;
-            for (int t = 0; t < 50 && !got; t++) {
-                got = meet(1, 8);
-                if (!got)
-                    sleep_us(25000);                   /* a gate left closed by the parent */
-            }
-            bad += !got;
+            bad += !gate_open_wait();                  /* helpers really come in the child */
         }
         _exit(bad == 0 ? 0 : 1);
     }
