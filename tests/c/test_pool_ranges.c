@@ -138,7 +138,7 @@ static void test_guided(void)
     }
     main_tid = acc_sched_tid();
     for (int rep = 0; rep < 20; rep++) {
-        /* test_cover's tiny jobs end before a helper can come: those misses close the gate briefly. */
+        /* test_cover's tiny jobs may have left the pool running this size alone. */
         CHECK(gate_open_wait(), "the split's helpers never came");
         /* The pool may also choose to run a request alone (its measure of whether helpers pay,
          * which these waiting ranges make look bad): retry until helpers took part. */
@@ -242,8 +242,8 @@ static int meet(int ranges, int helpers)
     return ret >= 1 && __atomic_load_n(&helper_ran, __ATOMIC_SEQ_CST);
 }
 
-/* Until a split request gets a helper again: a hang guard of 5 s (the gate's longest is 1 s,
- * and while helpers seem not to pay, a burst of them is tried every 1024 requests). */
+/* Until a split request gets a helper again: a hang guard of 5 s (the gate closes for 10 ms,
+ * and while helpers seem not to pay, a burst of them is tried every 8192 requests). */
 static int gate_open_wait(void)
 {
     int saved = main_tid, ok = 0;
@@ -309,7 +309,7 @@ static void test_late_helper_and_gate(void)
     CHECK(meet(0, units - 1), "acc_pool_run without helpers while the split's gate is closed");
     CHECK(helper_home_ok, "the moved helper is not back on its own CPU %d for its next job", helper_cpu);
 
-    /* The gate opens again (at most GATE_MAX_NS, 1 s, after the last stall). */
+    /* The gate opens again (GATE_NS, 10 ms, after the stall). */
     CHECK(gate_open_wait(), "the split's helpers did not come back within 5 s of the stall");
     sched_setaffinity(0, sizeof(saved), &saved);
 }
