@@ -536,11 +536,8 @@ static int pool_run(pool_job *job, int helpers, int gated)
         if (jw >= STALL_MIN_NS && jw >= own / 2)
             gate_stall(now);
         if (how != RUN_WITH_COLD) {
-            /* While it is still earning trust, the average follows its samples quickly, so that
-             * one slow request at the start does not decide for thousands. */
-            int young = __atomic_load_n(&a->nwith, __ATOMIC_RELAXED) < ADAPT_TRUST;
-            adapt_note(&a->with, now - t_start, bytes, how == RUN_WITH && !young ? EW_IN_USE : EW_PROBE);
-            if (young)
+            adapt_note(&a->with, now - t_start, bytes, how == RUN_WITH ? EW_IN_USE : EW_PROBE);
+            if (__atomic_load_n(&a->nwith, __ATOMIC_RELAXED) < ADAPT_TRUST)
                 __atomic_fetch_add(&a->nwith, 1, __ATOMIC_RELAXED);
         }
     }
