@@ -16,7 +16,6 @@
 #define POLICY_FLOOR 256u
 /* A split piece is at least this large: below it, handing it out costs more than it saves. */
 #define SPLIT_PIECE_MIN (32u * 1024u)
-#define SPLIT_MAX_PIECES 64
 
 /* The smallest request that any path but inline could take for this mode and direction: below
  * it a request goes straight to the engine, counted in its context, and never asks the policy
