@@ -200,6 +200,19 @@ def isolated(openssl_env):
     return run
 
 
+def private_segment(base_env, tag, **extra):
+    """A generator for fixtures: base_env with a scheduler segment of the test's own (ACCELAES_SHM_NAME) and
+    the extra variables, the segment removed afterwards; skips where the provider under test is not accelaes."""
+    if PROVIDER != "accelaes":
+        pytest.skip("the scheduler segment is accelaes's")
+    env = dict(base_env, **extra)
+    env["ACCELAES_SHM_NAME"] = f"/accelaes-test-{tag}-{os.getpid()}-{secrets.token_hex(4)}"
+    yield env
+    seg = "/dev/shm" + env["ACCELAES_SHM_NAME"]
+    if os.path.exists(seg):
+        os.unlink(seg)
+
+
 def run_c_test(name, env, timeout=120, args=(), quiet=False):
     """Run build/tests/NAME; it must exit 0 and end with "N passed, 0 failed". N == 0 is a skip
     whose reason is the program's "skipped: ..." line. quiet: nothing may appear on stderr (the

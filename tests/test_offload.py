@@ -3,12 +3,11 @@ workloads run under a fresh ACCELAES_SHM_NAME must show up in `build/accelaes-st
 
 import json
 import os
-import secrets
 import subprocess
 
 import pytest
 
-from conftest import MODULES, PROVIDER
+from conftest import MODULES, PROVIDER, private_segment
 
 pytestmark = pytest.mark.usefixtures("require_provider")
 
@@ -18,14 +17,7 @@ PATHS = ("inline", "split", "batch", "gpu")
 @pytest.fixture
 def fresh_env(openssl_env):
     """The session environment with a segment name of this test's own, removed afterwards."""
-    if PROVIDER != "accelaes":
-        pytest.skip("the counters are accelaes's")
-    env = dict(openssl_env)
-    env["ACCELAES_SHM_NAME"] = f"/accelaes-test-{os.getpid()}-{secrets.token_hex(4)}"
-    yield env
-    seg = "/dev/shm" + env["ACCELAES_SHM_NAME"]
-    if os.path.exists(seg):
-        os.unlink(seg)
+    yield from private_segment(openssl_env, "offload")
 
 
 def stat(stat_tool, env):

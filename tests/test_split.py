@@ -6,14 +6,13 @@ API, its rescue of a late helper and its gate (tests/c/test_pool_ranges.c). No t
 bench/split_load.sh measures."""
 
 import os
-import secrets
 import subprocess
 import time
 
 import pytest
 
 import evp
-from conftest import MODULES, PROVIDER, SEED, run_c_test
+from conftest import MODULES, SEED, private_segment, run_c_test
 
 pytestmark = pytest.mark.usefixtures("require_provider")
 
@@ -76,15 +75,7 @@ def stop(procs):
 
 @pytest.fixture
 def split_env(openssl_env):
-    if PROVIDER != "accelaes":
-        pytest.skip("the split is accelaes's")
-    env = dict(openssl_env)
-    env["ACCELAES_SHM_NAME"] = f"/accelaes-test-split-{os.getpid()}-{secrets.token_hex(4)}"
-    env["ACCELAES_BACKEND"] = "cpu"
-    yield env
-    seg = "/dev/shm" + env["ACCELAES_SHM_NAME"]
-    if os.path.exists(seg):
-        os.unlink(seg)
+    yield from private_segment(openssl_env, "split", ACCELAES_BACKEND="cpu")
 
 
 def split_bytes(stat_tool, env):

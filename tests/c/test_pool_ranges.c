@@ -7,29 +7,9 @@
  * The stall is made by a helper whose range sleeps, as a preempted helper would stand still.
  * Waits here are hang guards, not timing claims. Run by tests/test_split.py. */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-#include "scheduler/sched_int.h"
-
-static int passed, failed;
-#define CHECK(cond, ...) do { \
-        if (cond) { passed++; } \
-        else { failed++; printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-               printf(__VA_ARGS__); printf("\n"); } \
-    } while (0)
-
-static void sleep_us(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    nanosleep(&ts, NULL);
-}
+#include "tests/c/test_sched_common.h"   /* CHECK, passed/failed, segname, sleep_us */
 
 /* ---- coverage and the shape of the claims ---- */
 
@@ -399,7 +379,6 @@ static void test_after_fork(void)
 
 int main(void)
 {
-    char segname[128];
     snprintf(segname, sizeof(segname), "/accelaes-test-ranges.%d", (int)getpid());
     setenv("ACCELAES_SHM_NAME", segname, 1);
     acc_sched_conf conf = { 1, 0 };

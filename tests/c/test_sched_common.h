@@ -1,6 +1,7 @@
 /* tests/c/test_sched_common.h: what the scheduler tests share: the common includes, the CHECK
  * macro and its counters, the shared segment's name and sleep_us. Included by test_sched.c,
- * test_sched_mp.c and test_sched_pool.c only, each of which defines _GNU_SOURCE before it. */
+ * test_sched_mp.c, test_sched_pool.c and test_pool_ranges.c only, each of which defines _GNU_SOURCE
+ * before it. */
 #ifndef ACCELAES_TEST_SCHED_COMMON_H
 #define ACCELAES_TEST_SCHED_COMMON_H
 
