@@ -27,6 +27,7 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
 #include <string.h>
 #include <openssl/crypto.h>
 #include <intel-ipsec-mb.h>
+#include "accel/cpu/mb_int.h"
 
 /* ipsec-mb keeps per-lane lengths in 16 bits: a job of 64 KiB or more is rejected
  * ("Invalid cipher message length"), so longer requests run as pieces of at most this. */
@@ -36,9 +37,10 @@ int acc_mb_run(acc_mb_req *reqs, size_t n)
  * and well under the manager's queue of IMB_MAX_JOBS jobs. */
 #define MB_WINDOW 32
 
-/* One manager per thread: a manager is not thread-safe, and making one costs far more
- * than a batch, so it lives as long as the thread (freed by the key's destructor). */
-static __thread IMB_MGR *tl_mgr;
+/* One manager of each kind per thread: a manager is not thread-safe, and making one costs far
+ * more than a batch, so it lives as long as the thread (freed by the key's destructor, whose
+ * value is the thread's own array). */
+static __thread IMB_MGR *tl_mgrs[ACC_MB_NMGR];
 static pthread_key_t mgr_key;
 static pthread_once_t mgr_once = PTHREAD_ONCE_INIT;
 static int mgr_key_ok;
@@ -46,15 +48,20 @@ static int mgr_key_ok;
 static int mb_avail = -1;
 static int mb_lanes;
 
-static void mgr_free(void *p)
+static void mgrs_free(void *p)
 {
-    if (p != NULL)
-        free_mb_mgr(p);
+    IMB_MGR **m = p;
+
+    for (int k = 0; k < ACC_MB_NMGR; k++) {
+        if (m[k] != NULL)
+            free_mb_mgr(m[k]);
+        m[k] = NULL;
+    }
 }
 
 static void mgr_key_init(void)
 {
-    mgr_key_ok = pthread_key_create(&mgr_key, mgr_free) == 0;
+    mgr_key_ok = pthread_key_create(&mgr_key, mgrs_free) == 0;
 }
 
 /* On unload (dlclose of the provider) the key's destructor would point into unmapped code
@@ -66,20 +73,29 @@ __attribute__((destructor)) static void mgr_unload(void)
         pthread_key_delete(mgr_key);
         mgr_key_ok = 0;
     }
-    if (tl_mgr != NULL) {
-        free_mb_mgr(tl_mgr);
-        tl_mgr = NULL;
-    }
+    mgrs_free(tl_mgrs);
 }
 
-static IMB_MGR *mgr_get(void)
+IMB_MGR *acc_mb_mgr(int kind, IMB_MGR *(*make)(void))
 {
-    IMB_MGR *m = tl_mgr;
+    IMB_MGR *m = tl_mgrs[kind];
 
     if (m != NULL)
         return m;
     pthread_once(&mgr_once, mgr_key_init);
-    m = alloc_mb_mgr(0);
+    if ((m = make()) == NULL)
+        return NULL;
+    if (mgr_key_ok)
+        pthread_setspecific(mgr_key, tl_mgrs);
+    tl_mgrs[kind] = m;
+    return m;
+}
+
+/* The widest manager init_mb_mgr_auto picks, for the cipher lanes. */
+static IMB_MGR *make_aes_mgr(void)
+{
+    IMB_MGR *m = alloc_mb_mgr(0);
+
     if (m == NULL)
         return NULL;
     init_mb_mgr_auto(m, NULL);
@@ -88,10 +104,12 @@ static IMB_MGR *mgr_get(void)
         free_mb_mgr(m);
         return NULL;
     }
-    if (mgr_key_ok)
-        pthread_setspecific(mgr_key, m);
-    tl_mgr = m;
     return m;
+}
+
+static IMB_MGR *mgr_get(void)
+{
+    return acc_mb_mgr(ACC_MB_MGR_AES, make_aes_mgr);
 }
 
 int acc_mb_available(void)

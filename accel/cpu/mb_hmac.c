@@ -20,49 +20,18 @@ int acc_mb_hmac_run(size_t md_size, const uint32_t ipad[8], const uint32_t opad[
 #else
 
 #define NO_COMPAT_IMB_API_053   /* its old names (SHA1, SHA_256...) clash with OpenSSL's */
-#include <pthread.h>
 #include <string.h>
 #include <intel-ipsec-mb.h>
+#include "accel/cpu/mb_int.h"
 
 /* ipsec-mb keeps lane lengths in 16 bits: longer messages are left to the caller. */
 #define HMAC_MAX_LEN 65000u
 
-static __thread IMB_MGR *tl_hmgr;
-static pthread_key_t hmgr_key;
-static pthread_once_t hmgr_once = PTHREAD_ONCE_INIT;
-static int hmgr_key_ok;
-
-static void hmgr_free(void *p)
+/* The SSE manager where it has SHA-NI (see above), else the widest one; none without hardware AES. */
+static IMB_MGR *make_hmac_mgr(void)
 {
-    if (p != NULL)
-        free_mb_mgr(p);
-}
+    IMB_MGR *m;
 
-static void hmgr_key_init(void)
-{
-    hmgr_key_ok = pthread_key_create(&hmgr_key, hmgr_free) == 0;
-}
-
-/* As mb.c's: on unload, no destructor may point into this module any more. */
-__attribute__((destructor)) static void hmgr_unload(void)
-{
-    if (hmgr_key_ok) {
-        pthread_key_delete(hmgr_key);
-        hmgr_key_ok = 0;
-    }
-    if (tl_hmgr != NULL) {
-        free_mb_mgr(tl_hmgr);
-        tl_hmgr = NULL;
-    }
-}
-
-static IMB_MGR *hmgr_get(void)
-{
-    IMB_MGR *m = tl_hmgr;
-
-    if (m != NULL)
-        return m;
-    pthread_once(&hmgr_once, hmgr_key_init);
     if ((m = alloc_mb_mgr(0)) == NULL)
         return NULL;
     init_mb_mgr_sse(m);
@@ -76,10 +45,12 @@ static IMB_MGR *hmgr_get(void)
         free_mb_mgr(m);
         return NULL;
     }
-    if (hmgr_key_ok)
-        pthread_setspecific(hmgr_key, m);
-    tl_hmgr = m;
     return m;
+}
+
+static IMB_MGR *hmgr_get(void)
+{
+    return acc_mb_mgr(ACC_MB_MGR_HMAC, make_hmac_mgr);
 }
 
 static int job_ok(const IMB_JOB *j)
