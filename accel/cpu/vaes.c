@@ -249,31 +249,30 @@ static inline size_t xmm_head(size_t n, const uint8_t *in, const uint8_t *out)
     return (64 - a) / 16;
 }
 
-TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+/* Both ECB directions: the xmm head, then the zmm code of the direction and key size. */
+TGT_VAES INLINE void ecb(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, int dec)
 {
+    const uint8_t *rk = dec ? k->dec : k->enc;
     size_t h = xmm_head(n, in, out);
 
-    x_ecb(k->enc, k->rounds, in, out, h, 0);
+    x_ecb(rk, k->rounds, in, out, h, dec);
     in += 16 * h, out += 16 * h, n -= h;
     if (n == 0)
-        return 1;
-#define C(r) ecb_enc##r(k->enc, in, out, n)
+        return;
+#define C(r) (dec ? ecb_dec##r : ecb_enc##r)(rk, in, out, n)
     BY_ROUNDS(k->rounds, C)
 #undef C
+}
+
+TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
+{
+    ecb(k, in, out, n, 0);
     return 1;
 }
 
 TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    size_t h = xmm_head(n, in, out);
-
-    x_ecb(k->dec, k->rounds, in, out, h, 1);
-    in += 16 * h, out += 16 * h, n -= h;
-    if (n == 0)
-        return 1;
-#define C(r) ecb_dec##r(k->dec, in, out, n)
-    BY_ROUNDS(k->rounds, C)
-#undef C
+    ecb(k, in, out, n, 1);
     return 1;
 }
 
