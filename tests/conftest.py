@@ -200,6 +200,17 @@ def isolated(openssl_env):
     return run
 
 
+def active_provider_names(list_output):
+    """The providers `openssl list -providers` prints as active."""
+    names, cur = set(), None
+    for line in list_output.splitlines():
+        if re.match(r"^  \S", line):
+            cur = line.strip()
+        elif "status: active" in line and cur:
+            names.add(cur)
+    return names
+
+
 def private_segment(base_env, tag, **extra):
     """A generator for fixtures: base_env with a scheduler segment of the test's own (ACCELAES_SHM_NAME) and
     the extra variables, the segment removed afterwards; skips where the provider under test is not accelaes."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-from conftest import BUILD, stat_total  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
+from conftest import BUILD, active_provider_names, stat_total  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 CONF = ROOT / "conf" / "accelaes.cnf"
 MODULE = BUILD / "accelaes.so"
 STAT = BUILD / "accelaes-stat"
@@ -65,13 +65,7 @@ def run(args, env, **kw):
 def active_providers(env):
     p = run(["list", "-providers"], env, text=True)
     assert p.returncode >= 0, f"openssl list crashed (signal {-p.returncode})"
-    names, cur = set(), None
-    for line in p.stdout.splitlines():
-        if re.match(r"^  \S", line):
-            cur = line.strip()
-        elif "status: active" in line and cur:
-            names.add(cur)
-    return names, p
+    return active_provider_names(p.stdout), p
 
 
 def conf_variant(tmp_path, edit):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, REPO, SANITIZER, stat_total
+from conftest import BUILD, REPO, SANITIZER, active_provider_names, stat_total
 
 TOOL = BUILD / "accelaes-conf"
 SYSTEM = Path("/etc/ssl/openssl.cnf")
@@ -74,13 +74,7 @@ def env_for(openssl_env, conf):
 def active_providers(env):
     p = subprocess.run([OPENSSL, "list", "-providers"], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    names, cur = set(), None
-    for line in p.stdout.splitlines():
-        if re.match(r"^  \S", line):
-            cur = line.strip()
-        elif "status: active" in line and cur:
-            names.add(cur)
-    return names
+    return active_provider_names(p.stdout)
 
 
 def enc_counted(env, tmp_path, data):
