@@ -206,6 +206,15 @@ static int known_env(const char *name, size_t len)
     return 0;
 }
 
+/* Appends s upper-cased to buf (size bytes, NUL-terminated) at off, truncating; the new end. */
+static size_t append_upper(char *buf, size_t size, size_t off, const char *s)
+{
+    for (; *s != '\0' && off + 1 < size; s++)
+        buf[off++] = (char)toupper((unsigned char)*s);
+    buf[off] = '\0';
+    return off;
+}
+
 /* A misspelt variable (ACCELAES_WORKER=2) would otherwise be ignored without a word. It is not an
  * error (the environment reaches every program of a session, and refusing the load over a stray
  * name would be worse than the typo): one line on stderr, once per process however many library
@@ -227,12 +236,11 @@ static void warn_unknown_env(void)
         if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
             return;
         /* the settings, then the provider's other user-facing ones; the CUDA tuning ones as a group */
-        for (size_t i = 0; i < N_SETTINGS + 5 && off < sizeof(list); i++) {
+        for (size_t i = 0; i < N_SETTINGS + 5; i++) {
             const char *n = i < N_SETTINGS ? setting_names[i] : provider_env[i - N_SETTINGS];
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "ACCELAES_");
-            for (; *n != '\0' && off + 1 < sizeof(list); n++)
-                list[off++] = (char)toupper((unsigned char)*n);
-            off += (size_t)snprintf(list + off, sizeof(list) - off, ", ");
+            off = append_upper(list, sizeof(list), off, "ACCELAES_");
+            off = append_upper(list, sizeof(list), off, n);
+            off = append_upper(list, sizeof(list), off, ", ");
         }
         fprintf(stderr, "accelaes: ignoring unknown environment variable %.*s (known: %sACCELAES_CUDA_*)\n",
                 (int)(eq - *e), *e, list);
