@@ -1,48 +1,29 @@
 /* scheduler/pool.c: the worker pool that runs split requests: one lazily created thread per
  * CPU unit of this process, pinned to the unit's core, which works only while holding its
  * unit (taken without waiting), so pool threads never outnumber units across processes.
- *
- * Why not OpenMP (the design's default): measured on the 2-core dev VM (EPYC Zen 4, gcc 12
- * libgomp), shared with other builds (load average 2-4); tests/c/test_sched_pool.c prints
- * the figures (median/p90/mean, us, from the call until the second thread starts).
- *  - fork: a child whose parent had run a parallel region hangs in its own first region
- *    (2-thread `omp parallel` before and after fork(): the child never returned in 10 s).
- *    OpenSSL applications fork (openssl speed -multi, servers): this alone rules it out.
- *  - libgomp's default wait policy spins through idle time: after 2 ms idle, 1.3-1.8 us
- *    median at load 2 but 8-10 ms median at load 3.3 (its spinning threads lose their time
- *    slice), and 2.1-9 ms of CPU burnt per 2 ms gap. OMP_WAIT_POLICY=passive: 5-7 us median
- *    (the woken thread mostly starts on the master's core once the master blocks).
- *  - this pool: 0.3 us back to back; after 2 ms idle 18-33 us median, 28-40 us p90 (futex
- *    wake-up of a pinned thread on an idle vCPU), and the caller is already working on its
- *    own pieces meanwhile. Spinning 200 us instead of 50 us made waits after a 100 us gap
- *    0.5 us median but 360-490 us mean under load (a spinning thread loses its slice), so
- *    the spin stays short and stops as soon as another thread holds our unit.
- *    On the 16-core device host (unloaded): 0.3-0.9 us back to back, 4.7-7.7 us after 100 us
- *    idle, 20-27 us after 2 ms idle; 256 compute pieces 14.5-15.4x faster with 15 helpers.
- *  - units: team threads are not tied to our units, so every region would have each thread
- *    try to take a unit and re-pin itself (a syscall) to the unit's core.
+ * Not OpenMP: a forked child of a process that ran a parallel region hangs in libgomp, its
+ * spinning threads lose their time slices under load, and its team is not tied to our units.
  * So: a plain pthread pool, one thread per unit pinned once, dispatch through a futex word per
  * thread, pieces handed out in ranges from a shared atomic counter, nothing allocated per call.
- * Under load from other processes: see rescue_late() and the gate, below. */
+ * Under load from other processes: rescue_late() below, and pool_adapt.c (helpers or alone).
+ * The measurements behind this: bench/results/pool-design.md. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include "scheduler/forksafe.h"
+#include "scheduler/pool_int.h"
 #include "scheduler/sched_int.h"
 
 #define HELPER_SPIN_NS  50000u      /* a helper spins this long for the next job, then sleeps */
 #define CALLER_SPIN_NS 200000u      /* the caller spins this long for helpers to finish */
 #define MAX_HELPERS       255
-/* Under load (other processes' threads on our cores) a helper can be preempted while it holds
- * pieces, and the caller cannot take them over: with in == out they may be half written. Left
- * alone, the caller waits until the helper's core comes back to it: a time slice, 4 ms measured
- * with one busy loop there (bench/split_load.sh), against 47 us for a whole 1 MiB request inline.
- * So the caller, once it has run out of pieces, gives each helper until its last claim should
- * have ended (the caller's own time per piece, twice, plus RESCUE_SLACK_NS) and then moves a
- * late helper onto its own core and sleeps there, which lets the helper run at once; the helper
- * goes back to its core before its next job. */
+/* Under load a helper can be preempted while it holds pieces, and the caller cannot take them
+ * over (with in == out they may be half written): it would wait a whole time slice for the
+ * helper's core. So the caller, once out of pieces, gives each helper until its last claim should
+ * have ended (the caller's own time per piece, twice, plus RESCUE_SLACK_NS), then moves a late
+ * helper onto its own core and sleeps there; the helper goes back to its core before its next job. */
 #define RESCUE_SLACK_NS 10000u
 #define RESCUE_POLL_NS  1000000u    /* the caller's sleep, while a helper could still need a rescue */
 
@@ -331,116 +312,6 @@ static void join(pool_job *job, pool_claim *claimed, int nclaimed, uint64_t piec
     }
 }
 
-/* ---- whether helpers pay, here and now (split requests only: acc_pool_run_ranges) ----
- * Both measures are of this process's own requests, not of the system's state: what other
- * processes do shows only in what our requests take. (The runnable count in /proc/loadavg was
- * no guide: on the shared dev VM it read 2-3 other tasks while a 1 MiB split still took 0.65x
- * the inline time.)
- *  - The stall gate: a join that waits STALL_MIN_NS or more (and more than half the caller's own
- *    share) lost more than the helpers could have saved; the next GATE_NS run alone, so that a
- *    helper whose core was just taken is not asked again at once. (Doubling that time for each
- *    stall that followed soon after the last, up to 1 s, gave away the split where it still won:
- *    with two and four busy loops the old pool, stalls and all, took 0.64-0.95x the inline
- *    time on average in a calm spell, and that gate mostly ran requests alone.) Whether a core
- *    that stays contended costs more than it gives is for the averages below.
- *  - Per request size (powers of two), the mean time per byte of requests run with helpers and
- *    of requests run alone (EWMAs), and the cheaper way is taken; the other is tried now and
- *    then (a burst of PROBE_BURST with helpers every SPLIT_PROBE requests, or 1 in ALONE_PROBE
- *    alone) to follow changes. This sees what the gate cannot: rescues (about 80 us each), and a
- *    caller preempted more often while a helper works: with two busy loops, requests that had
- *    a helper took 24 against 45 us median, but 1.9% of them took over 1 ms against 1.3% alone
- *    (167 against 135 us mean), because a helper at work on a contended core moves that core's
- *    other work onto the caller's. So samples are not capped relative to the average (capped at
- *    8x, the averages chose helpers there), only at ADAPT_CAP (whole-VM stalls of 100-400 ms
- *    were seen here); and the way in use, with many samples, is averaged over 128 of them, so
- *    that its rare slow requests weigh what they cost, the way probed over 16. Probes with
- *    helpers are 0.1% of requests: where helpers lose, every probe is a slow request, and the
- *    p99 of a mix with a share s of slow ones is the p(99 + s) of the rest (1 in 8 single
- *    requests made p99 1.1-1.2x the inline p99, 8 in 1024 up to 1.37x, with two busy loops).
- *    Helpers are given up only after ADAPT_TRUST samples, a whole window of their average, and
- *    no request runs alone before: a process that makes a few large requests keeps the split
- *    as it was (tests/c/test_engine_fail.c, whose fault injection sleeps 2 ms in each of the
- *    caller's engine calls, made helpers look 2-3x slower than running alone after 32).
- *    (A rule on how often a woken helper came too late was tried and dropped: those misses are
- *    all of helpers that were asleep, as often on an idle machine as under load.) */
-#define STALL_MIN_NS     250000u
-#define GATE_NS        10000000u
-#define ADAPT_CLASSES        12     /* requests of 2^15 .. 2^26 bytes and more */
-#define ALONE_PROBE         128u
-#define SPLIT_PROBE        8192u    /* a burst of PROBE_BURST every SPLIT_PROBE requests */
-#define PROBE_BURST           8u
-#define ADAPT_CAP      20000000u    /* ns per MiB */
-#define EW_IN_USE             7     /* 1/128 */
-#define ADAPT_TRUST         128u    /* samples with helpers before they may be given up */
-#define EW_PROBE              4     /* 1/16 */
-static uint64_t gate_until_ns;       /* atomic */
-typedef struct adapt_class {
-    uint32_t with, alone;           /* atomics: EWMA ns per MiB (0: no sample yet) */
-    uint32_t count;                 /* atomic: requests seen, for the probes */
-    uint32_t burst;                 /* atomic: requests left in a probe with helpers */
-    uint32_t nwith;                 /* atomic: samples with helpers, up to ADAPT_TRUST */
-} adapt_class;
-static adapt_class adapt[ADAPT_CLASSES];
-
-/* How a request runs, and what it teaches. */
-enum { RUN_ALONE, RUN_ALONE_PROBE, RUN_WITH, RUN_WITH_PROBE, RUN_WITH_COLD };
-
-static int gate_closed(uint64_t now)
-{
-    return (int64_t)(now - __atomic_load_n(&gate_until_ns, __ATOMIC_RELAXED)) < 0;
-}
-
-static void gate_stall(uint64_t now)
-{
-    __atomic_store_n(&gate_until_ns, now + GATE_NS, __ATOMIC_RELAXED);
-}
-
-static adapt_class *adapt_of(uint64_t bytes)
-{
-    int c = 0;
-    while (c < ADAPT_CLASSES - 1 && (bytes >> (16 + c)) != 0)
-        c++;
-    return &adapt[c];
-}
-
-/* A probe with helpers is a burst, the way helpers are used once chosen: a helper spins a while
- * after a request and then sleeps, and a wake-up costs a 1 MiB request 20-40 us (the first
- * ever, a thread's creation, more); the first request of a burst (RUN_WITH_COLD) teaches
- * nothing. Single probes took the wake-up for the price of helpers and, on an idle machine,
- * seldom chose them again. */
-static int adapt_choose(adapt_class *a)
-{
-    uint32_t with = __atomic_load_n(&a->with, __ATOMIC_RELAXED);
-    uint32_t alone = __atomic_load_n(&a->alone, __ATOMIC_RELAXED);
-    uint32_t k = __atomic_add_fetch(&a->count, 1, __ATOMIC_RELAXED);
-    uint32_t burst = __atomic_load_n(&a->burst, __ATOMIC_RELAXED);
-    if (burst != 0) {
-        __atomic_store_n(&a->burst, burst - 1, __ATOMIC_RELAXED);
-        return RUN_WITH_PROBE;
-    }
-    if (with != 0 && __atomic_load_n(&a->nwith, __ATOMIC_RELAXED) < ADAPT_TRUST)
-        return RUN_WITH;            /* helpers until their average is worth a decision */
-    if (with != 0 && alone == 0)
-        return RUN_ALONE_PROBE;
-    if (with != 0 && with <= alone)
-        return k % ALONE_PROBE != 0 ? RUN_WITH : RUN_ALONE_PROBE;
-    if (with != 0 && k % SPLIT_PROBE != 0)
-        return RUN_ALONE;
-    __atomic_store_n(&a->burst, PROBE_BURST - 1, __ATOMIC_RELAXED);
-    return RUN_WITH_COLD;
-}
-
-static void adapt_note(uint32_t *ew, uint64_t ns, uint64_t bytes, unsigned shift)
-{
-    if (bytes == 0)
-        return;
-    uint64_t v = ns * (1u << 20) / bytes, old = __atomic_load_n(ew, __ATOMIC_RELAXED);
-    if (v > ADAPT_CAP)
-        v = ADAPT_CAP;
-    uint64_t now = old == 0 ? v : old - (old >> shift) + (v >> shift);
-    __atomic_store_n(ew, (uint32_t)(now ? now : 1), __ATOMIC_RELAXED);
-}
-
 static void run_alone(pool_job *job)
 {
     if (job->range != NULL) {
@@ -453,23 +324,18 @@ static void run_alone(pool_job *job)
 
 static int pool_run(pool_job *job, int helpers, int gated)
 {
-    adapt_class *a = NULL;
-    uint64_t t_start = 0, bytes = (uint64_t)job->n * job->piece_bytes;
-    int how = RUN_WITH;
+    acc_pool_choice ch = { NULL, 0, 0, RUN_WITH };
     if (gated) {
-        a = adapt_of(bytes);
-        t_start = acc_now_ns();
-        how = gate_closed(t_start) ? RUN_ALONE : adapt_choose(a);
-        if (how == RUN_ALONE || how == RUN_ALONE_PROBE) {
+        uint64_t bytes = (uint64_t)job->n * job->piece_bytes;
+        acc_pool_adapt_choose(&ch, bytes);
+        if (ch.how == RUN_ALONE || ch.how == RUN_ALONE_PROBE) {
             /* Alone, the caller still holds a unit while it works, as it does with helpers: its
-             * core is busy, and another process's split must not wake a helper onto it. (Without
-             * this, openssl speed -multi 2 -bytes 1048576 lost 5-10%: each process's helpers ran
-             * on the other's core while it worked alone.) */
+             * core is busy, and another process's split must not wake a helper onto it. */
             int own = acc_sched_try_acquire(ACC_UNIT_CPU);
             run_alone(job);
             if (own >= 0)
                 acc_sched_release(own, bytes, 1);
-            adapt_note(&a->alone, acc_now_ns() - t_start, bytes, how == RUN_ALONE ? EW_IN_USE : EW_PROBE);
+            acc_pool_adapt_alone(&ch, acc_now_ns());
             return 0;
         }
     }
@@ -539,15 +405,8 @@ static int pool_run(pool_job *job, int helpers, int gated)
     join(job, claimed, nclaimed, piece_ns);
     uint64_t now = acc_now_ns(), jw = now - j0;
     int joined = (int)__atomic_load_n(&job->joined, __ATOMIC_ACQUIRE);
-    if (gated && nclaimed > 0) {
-        if (jw >= STALL_MIN_NS && jw >= own / 2)
-            gate_stall(now);
-        if (how != RUN_WITH_COLD) {
-            adapt_note(&a->with, now - t_start, bytes, how == RUN_WITH ? EW_IN_USE : EW_PROBE);
-            if (__atomic_load_n(&a->nwith, __ATOMIC_RELAXED) < ADAPT_TRUST)
-                __atomic_fetch_add(&a->nwith, 1, __ATOMIC_RELAXED);
-        }
-    }
+    if (gated && nclaimed > 0)
+        acc_pool_adapt_with(&ch, now, own, jw);
     return joined;
 }
 
