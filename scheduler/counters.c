@@ -6,9 +6,7 @@
  * exiting thread), before fork, and on acc_sched_flush(). Staleness: a live thread's inline
  * numbers seen by accelaes-stat may lag by up to 64 KiB / 1024 calls; other paths and events
  * are published at once (they are per split/batch/GPU request, not per 16 bytes).
- * Measured on the 2-core dev machine under load ~4: 4.4-5.4 ns per call from a program into
- * a shared object holding this file, against 3.4-6.1 ns for an empty function called the
- * same way, i.e. the cost is the call; tests/c/test_sched.c prints the static-link figure. */
+ * A call costs about what an empty function call does (bench/results/pool-design.md). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
@@ -18,8 +16,8 @@
 #define CALL_COST    64          /* each call spends at least this much credit: <= 1024 calls */
 
 /* initial-exec: in a dlopened module the default TLS model calls __tls_get_addr on every
- * access (measured 12 ns per call against 8 ns, same conditions); these 32 bytes come out
- * of glibc's static TLS surplus reserved for dlopened modules. */
+ * access, half as much again per call; these 32 bytes come out of glibc's static TLS surplus
+ * reserved for dlopened modules. */
 static __thread struct {
     uint64_t left;               /* credit before the next publish; 0: first call */
     uint64_t bytes, requests;

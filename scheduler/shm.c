@@ -295,7 +295,7 @@ uint64_t acc_proc_start_time(pid_t pid)
     buf[n] = '\0';
     /* comm may hold spaces and parentheses: fields restart after the last ')'. starttime is
      * field 22. p starts at the space before field 3; each step moves to the space before the
-     * next field (the loop used to stop one field late, at vsize, which changes as memory grows). */
+     * next field (one step more would read vsize, which changes as memory grows). */
     char *p = strrchr(buf, ')');
     if (p == NULL)
         return 0;
