@@ -115,10 +115,24 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(CUDA_SRC) -Xlinker --version-script=accel/cuda/plugin.map
 
-# `make test`: the whole suite, then the same C and pytest suites on an AddressSanitizer+UBSan build,
-# then the committed fuzz corpus and a bounded differential fuzzing run (CI runs exactly this).
+# `make check`: the plain suite alone: every test in tests/ on $(BUILD), no sanitizer pass, no fuzzing run,
+# no compat or package run. Most tests wait on child processes, so CHECK_JOBS pytest-xdist workers (more than
+# the cores) pay; each takes a whole test file at a time, whose tests share module fixtures (servers, the fuzz
+# corpus replay's build). Tests marked machine_wide run alone (tests/conftest.py). Without xdist: one process.
+CHECK_JOBS ?= 4
+PYTEST_PLAIN = if $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_JOBS) --dist loadfile"; \
+  else par=""; echo "note: pytest-xdist not installed: the suite runs in one process (make test-deps)" >&2; fi; \
+  echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/"; \
+  ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/
+.PHONY: check
+check: all test-deps
+	@$(PYTEST_PLAIN)
+
+# `make test`: the plain suite (as make check runs it), then the same C and pytest suites on an
+# AddressSanitizer+UBSan build, then the committed fuzz corpus and a bounded differential fuzzing run
+# (CI runs exactly this).
 test: all test-deps
-	$(PYTHON) -m pytest -q -ra tests/
+	@$(PYTEST_PLAIN)
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz-smoke
 

@@ -6,6 +6,7 @@ ACCELAES_TEST_PROVIDER=default runs the provider-core tests against OpenSSL's ow
 proves the driver and the tests themselves; the default is "accelaes".
 """
 
+import fcntl
 import glob
 import json
 import os
@@ -56,6 +57,35 @@ SANITIZER = os.environ.get("ACCELAES_SANITIZER", "")
 
 # One seed per session for every randomized test; ACCELAES_TEST_SEED replays a run.
 SEED = int(os.environ.get("ACCELAES_TEST_SEED", str(random.SystemRandom().randrange(1 << 32))))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "machine_wide: the test changes state every process on this machine sees "
+                            "(a real user's /accelaes.<uid> segment); under pytest-xdist it runs alone")
+
+
+@pytest.fixture(autouse=True)
+def machine_wide_lock(request, tmp_path_factory):
+    """make check runs the suite in pytest-xdist workers. A machine_wide test must not run beside any other,
+    so every test holds a shared flock and a machine_wide one an exclusive one. Both pass a gate lock first:
+    a machine_wide test waiting at the main lock holds the gate, so new tests cannot keep it starved.
+    Outside xdist (or in a child pytest a test starts, which has no workerinput) nothing runs beside."""
+    if not hasattr(request.config, "workerinput"):
+        yield
+        return
+    # A worker's basetemp is <the run's basetemp>/<worker id>: the parent is this run's alone.
+    run_dir = tmp_path_factory.getbasetemp().parent
+    exclusive = request.node.get_closest_marker("machine_wide") is not None
+    with open(run_dir / "machine-wide.gate", "a") as gate, open(run_dir / "machine-wide.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 def pytest_report_header(config):

@@ -285,6 +285,7 @@ def test_gpu_plugin_failures_under_load(seg, fail):
                                          "gpu_fallbacks": t["gpu_fallbacks"], "gpu_bytes": t["gpu_bytes"]})
 
 
+@pytest.mark.machine_wide   # nobody's real /accelaes.65534 (test_stat_tool's users too)
 def test_setuid_program_ignores_environment(tmp_path):
     """A setuid program that uses accelaes must not take settings, and above all not a GPU plugin
     path, from the user who runs it (secure_getenv). A setuid-nobody copy of the worker, started

@@ -372,6 +372,7 @@ def test_file_size_limit(tool, fileprov, openssl_env, tmp_path):
     assert_rest_complete(tmp_path / "out", files, key, "aes-128-cbc", big)
 
 
+@pytest.mark.machine_wide   # a mount in the machine's mount table
 def test_full_disk(tool, fileprov, openssl_env, tmp_path):
     """A real ENOSPC on a small tmpfs, where this runner may mount one."""
     mnt = tmp_path / "small"

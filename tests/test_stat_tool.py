@@ -230,6 +230,7 @@ def digest(uid):
         return hashlib.sha256(f.read()).hexdigest(), os.fstat(f.fileno()).st_mtime_ns
 
 
+@pytest.mark.machine_wide   # real /accelaes.<uid> segments, nobody's among them
 def test_all_users_as_root(users):
     nobody, other, mismatch, (fifo, link) = users
     before = {u: digest(u) for u in (nobody, other)}
@@ -254,6 +255,7 @@ def test_all_users_as_root(users):
     assert {u: digest(u) for u in (nobody, other)} == before, "a reader changed a segment"
 
 
+@pytest.mark.machine_wide   # real /accelaes.<uid> segments, nobody's among them
 def test_user_as_root(users):
     nobody, other, mismatch, _ = users
     for who in ("nobody", str(nobody)):
@@ -269,6 +271,7 @@ def test_user_as_root(users):
     assert doc["shared"] is False and "owned by another user" in doc["error"]
 
 
+@pytest.mark.machine_wide   # real /accelaes.<uid> segments, nobody's among them
 def test_not_root_sees_only_its_own(users):
     nobody, other, _, _ = users
     proc, _ = run_stat("--all-users", "--json", user=other)

