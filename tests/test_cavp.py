@@ -16,7 +16,7 @@ def vector_file(package, relpath):
     try:
         root = importlib.resources.files(package)
     except ModuleNotFoundError:
-        pytest.skip(f"the {package} package is not installed (make test-deps)")
+        pytest.skip(f"the {package.replace('_', '-')} package is not installed (make test-deps)")
     path = root.joinpath(relpath)
     if not path.is_file():
         pytest.skip(f"{package} has no {relpath}")
