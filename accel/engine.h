@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define ACC_AES_BLOCK 16
 #define ACC_AES_MAXROUNDS 14
@@ -67,6 +68,84 @@ static inline void acc_ctr_add(uint8_t ctr[16], uint64_t n)
         ctr[i] = (uint8_t)s;
         n = (n >> 8) + (s >> 8);
     }
+}
+
+/* ---- One numbering of the operations and one request, for every path and backend ----
+ * The provider, the split, the lanes (accel/mb.h), the nested-EVP engine and the GPU glue all
+ * speak acc_op; the GPU plugin's frozen ABI numbers are mapped from it in accel/gpu_plugin.h. */
+typedef enum acc_op {
+    ACC_OP_ECB_ENC = 1,
+    ACC_OP_ECB_DEC,
+    ACC_OP_CBC_ENC,
+    ACC_OP_CBC_DEC,
+    ACC_OP_CTR
+} acc_op;
+#define ACC_OP_COUNT 6   /* for arrays indexed by op (index 0 unused) */
+
+/* Whole blocks of one operation. iv: the CBC IV or CTR counter to start from, replaced by the
+ * one to continue with; NULL for ECB. in == out is legal; other overlaps are not. */
+typedef struct acc_req {
+    acc_op op;
+    const acc_aes_key *key;
+    uint8_t *iv;
+    const uint8_t *in;
+    uint8_t *out;
+    size_t nblocks;
+} acc_req;
+
+static inline int acc_op_valid(int op)
+{
+    return op >= ACC_OP_ECB_ENC && op <= ACC_OP_CTR;
+}
+
+static inline int acc_op_has_iv(acc_op op)
+{
+    return op == ACC_OP_CBC_ENC || op == ACC_OP_CBC_DEC || op == ACC_OP_CTR;
+}
+
+/* The operation reads the decryption schedule (acc_aes_key.dec). */
+static inline int acc_op_needs_dec(acc_op op)
+{
+    return op == ACC_OP_ECB_DEC || op == ACC_OP_CBC_DEC;
+}
+
+/* The IV or counter with which block k of a request starts, from the request's own iv0:
+ * CTR counts on, CBC chains from the ciphertext block before k (decryption reads it from in,
+ * so call it before an in-place run overwrites it; encryption from out, so after), ECB has none
+ * (iv is left as it is). k = nblocks gives the iv to continue with after the request. */
+static inline void acc_iv_at_block(acc_op op, const uint8_t iv0[16], const uint8_t *in, const uint8_t *out,
+                                   size_t k, uint8_t iv[16])
+{
+    const uint8_t *src = iv0;
+
+    if (op == ACC_OP_CBC_DEC && k > 0)
+        src = in + (k - 1) * ACC_AES_BLOCK;
+    else if (op == ACC_OP_CBC_ENC && k > 0)
+        src = out + (k - 1) * ACC_AES_BLOCK;
+    else if (op != ACC_OP_CTR && op != ACC_OP_CBC_DEC && op != ACC_OP_CBC_ENC)
+        return;
+    if (src != iv)
+        memcpy(iv, src, ACC_AES_BLOCK);
+    if (op == ACC_OP_CTR)
+        acc_ctr_add(iv, k);
+}
+
+/* Run a request on an engine: 1 done, 0 failed (as the block functions above). */
+static inline int acc_engine_run(const acc_engine *e, const acc_req *r)
+{
+    switch (r->op) {
+    case ACC_OP_ECB_ENC:
+        return e->ecb_enc(r->key, r->in, r->out, r->nblocks);
+    case ACC_OP_ECB_DEC:
+        return e->ecb_dec(r->key, r->in, r->out, r->nblocks);
+    case ACC_OP_CBC_ENC:
+        return e->cbc_enc(r->key, r->in, r->out, r->nblocks, r->iv);
+    case ACC_OP_CBC_DEC:
+        return e->cbc_dec(r->key, r->in, r->out, r->nblocks, r->iv);
+    case ACC_OP_CTR:
+        return e->ctr(r->key, r->in, r->out, r->nblocks, r->iv);
+    }
+    return 0;
 }
 
 #endif

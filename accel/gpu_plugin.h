@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "accel/engine.h"
 
 #define ACC_GPU_ABI_VERSION 1
 #define ACC_GPU_ENTRY "accelaes_gpu_plugin"   /* the one exported symbol */
@@ -16,6 +17,29 @@ enum acc_gpu_op {
     ACC_GPU_CBC_DEC = 4,   /* separate in and out device buffers: never in place on the GPU */
     ACC_GPU_CTR     = 5    /* 128-bit big-endian counter, full carry */
 };
+
+/* The one place where the provider's operations (acc_op, accel/engine.h) meet the ABI's frozen
+ * numbers: the provider maps a request's op to the ABI, a plugin maps a job's op back (0: not an
+ * operation of this ABI). The two numberings agree today; the ABI's must not move if acc_op does. */
+static inline int acc_gpu_abi_op(acc_op op)
+{
+    switch (op) {
+    case ACC_OP_ECB_ENC: return ACC_GPU_ECB_ENC;
+    case ACC_OP_ECB_DEC: return ACC_GPU_ECB_DEC;
+    case ACC_OP_CBC_ENC: return ACC_GPU_CBC_ENC;
+    case ACC_OP_CBC_DEC: return ACC_GPU_CBC_DEC;
+    case ACC_OP_CTR:     return ACC_GPU_CTR;
+    }
+    return 0;
+}
+
+static inline acc_op acc_op_of_gpu_abi(int abi)
+{
+    for (int op = ACC_OP_ECB_ENC; op <= ACC_OP_CTR; op++)
+        if (acc_gpu_abi_op((acc_op)op) == abi)
+            return (acc_op)op;
+    return (acc_op)0;
+}
 
 /* One request. The key is raw (16/24/32 bytes) and stays in process memory and GPU
  * memory only; the plugin expands it itself. len is a multiple of 16.

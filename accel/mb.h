@@ -7,26 +7,8 @@
 #include <stdint.h>
 #include "accel/engine.h"
 
-enum {
-    ACC_MB_CBC_ENC = 1,
-    ACC_MB_CBC_DEC,
-    ACC_MB_ECB_ENC,
-    ACC_MB_ECB_DEC,
-    ACC_MB_CTR
-};
-
-/* One request. iv is updated as accel/engine.h says (CBC: last ciphertext block;
- * CTR: counter advanced by nblocks with full 128-bit carry); NULL for ECB.
- * Decrypt ops need key->has_dec. in == out is legal; other overlaps are not. */
-typedef struct acc_mb_req {
-    int op;
-    const acc_aes_key *key;
-    uint8_t *iv;
-    const uint8_t *in;
-    uint8_t *out;
-    size_t nblocks;
-} acc_mb_req;
-
+/* A request is an acc_req (accel/engine.h): iv is updated as the engine functions update it,
+ * NULL for ECB; decrypt ops need key->has_dec. */
 /* 1 when built with intel-ipsec-mb and a manager can be made on this CPU, else 0. */
 int acc_mb_available(void);
 
@@ -36,7 +18,7 @@ int acc_mb_lanes(void);
 
 /* Run n requests. Returns 1 when all are done, 0 on failure (bad request, library
  * failure); on failure outputs and IVs may be partly written and nothing is claimed done. */
-int acc_mb_run(acc_mb_req *reqs, size_t n);
+int acc_mb_run(acc_req *reqs, size_t n);
 
 /* One MAC-then-encrypt request (accel/cpu/mb_hmac.c): the HMAC of msg[0..len) goes to tag,
  * then, with a key, cbc[0..nblocks) is CBC-encrypted in place from iv (the tag may lie in it). */

@@ -32,7 +32,7 @@ typedef struct setup {
     acc_aes_key ks[STREAMS];
     uint8_t iv[STREAMS][16];
     uint8_t *buf[STREAMS];
-    acc_mb_req req[STREAMS];
+    acc_req req[STREAMS];
     size_t nblocks;
     int op;
 } setup;
@@ -46,10 +46,10 @@ static void run_plain(setup *s)
         uint8_t *b = s->buf[i];
 
         switch (s->op) {
-        case ACC_MB_CBC_ENC: ok &= s->eng->cbc_enc(k, b, b, s->nblocks, s->iv[i]); break;
-        case ACC_MB_CBC_DEC: ok &= s->eng->cbc_dec(k, b, b, s->nblocks, s->iv[i]); break;
-        case ACC_MB_ECB_ENC: ok &= s->eng->ecb_enc(k, b, b, s->nblocks); break;
-        case ACC_MB_ECB_DEC: ok &= s->eng->ecb_dec(k, b, b, s->nblocks); break;
+        case ACC_OP_CBC_ENC: ok &= s->eng->cbc_enc(k, b, b, s->nblocks, s->iv[i]); break;
+        case ACC_OP_CBC_DEC: ok &= s->eng->cbc_dec(k, b, b, s->nblocks, s->iv[i]); break;
+        case ACC_OP_ECB_ENC: ok &= s->eng->ecb_enc(k, b, b, s->nblocks); break;
+        case ACC_OP_ECB_DEC: ok &= s->eng->ecb_dec(k, b, b, s->nblocks); break;
         default:             ok &= s->eng->ctr(k, b, b, s->nblocks, s->iv[i]); break;
         }
     }
@@ -90,8 +90,8 @@ static double measure(setup *s, int use_mb, double secs)
 int main(int argc, char **argv)
 {
     static const struct { int op; const char *name; } ops[] = {
-        { ACC_MB_CBC_ENC, "cbc-enc" }, { ACC_MB_CBC_DEC, "cbc-dec" }, { ACC_MB_ECB_ENC, "ecb-enc" },
-        { ACC_MB_ECB_DEC, "ecb-dec" }, { ACC_MB_CTR, "ctr" } };
+        { ACC_OP_CBC_ENC, "cbc-enc" }, { ACC_OP_CBC_DEC, "cbc-dec" }, { ACC_OP_ECB_ENC, "ecb-enc" },
+        { ACC_OP_ECB_DEC, "ecb-dec" }, { ACC_OP_CTR, "ctr" } };
     static const size_t sizes[] = { 256, 1024, 16384 };
     double secs = argc > 1 ? atof(argv[1]) : 0.1;
     static setup s;
@@ -118,9 +118,9 @@ int main(int argc, char **argv)
             s.op = ops[o].op;
             s.nblocks = sizes[z] / 16;
             for (int i = 0; i < STREAMS; i++) {
-                int ecb = s.op == ACC_MB_ECB_ENC || s.op == ACC_MB_ECB_DEC;
+                int ecb = s.op == ACC_OP_ECB_ENC || s.op == ACC_OP_ECB_DEC;
 
-                s.req[i] = (acc_mb_req){ s.op, &s.ks[i], ecb ? NULL : s.iv[i], s.buf[i], s.buf[i], s.nblocks };
+                s.req[i] = (acc_req){ s.op, &s.ks[i], ecb ? NULL : s.iv[i], s.buf[i], s.buf[i], s.nblocks };
             }
             for (int r = 0; r < ROUNDS; r++) {
                 a[r] = measure(&s, 0, secs);

@@ -13,13 +13,6 @@
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
-/* Requests smaller than this are not worth a pause and a resume: measured with
- * `openssl speed -async_jobs 16` (bench/results/async-cbc.md), batching loses below about
- * 512 bytes (0.6x at 256) and wins from 768 (1.45x), where the lanes' gain outruns the two
- * fiber switches and the application's select per request. */
-#ifndef BATCH_MIN_BYTES
-#define BATCH_MIN_BYTES 768
-#endif
 /* The longest a queued request waits for companions (the design card: ~50 us). The wait is
  * usually far shorter: a queue flushes when full, when it reaches the size the last batches
  * had, or when a resumed job sees that nobody joined since it paused. */
@@ -189,9 +182,8 @@ static int ensure_wait_fd(ASYNC_JOB *job)
 
 /* Signal "ready to resume" just before pausing. A write per pause, not one at creation:
  * an application watching the fd edge-triggered (epoll EPOLLET) needs a new event for every
- * pause, and one that drains the fd must see it readable again. Measured with
- * `openssl speed -async_jobs 16`, the write costs about 6% at 16 KiB and 20% at 1 KiB against
- * an fd made readable once; hanging an edge-triggered application would cost more. The
+ * pause, and one that drains the fd must see it readable again. The write costs some throughput
+ * (bench/results/async-batch-thresholds.md); hanging an edge-triggered application would cost more. The
  * counter never nears its limit (2^64 - 2) at one increment per pause; a failed write
  * (EAGAIN there) still leaves the fd readable. */
 static void wait_fd_signal(int fd)
@@ -203,13 +195,11 @@ static void wait_fd_signal(int fd)
     }
 }
 
-/* Only CBC-encrypt is batched: it is serial within a stream, so lanes over streams win
- * several times over. ECB, CTR and CBC-decrypt are already parallel within a stream and
- * AES-NI/VAES runs them at least as fast on one core (bench/mb_lanes.c measures both). */
+/* Which ops and sizes are batched is the policy's (provider/policy.c); this only refuses what
+ * the lanes cannot take. */
 static int batch_pays(const acc_cipher_ctx *ctx, size_t len)
 {
-    return ctx->mode == ACC_MODE_CBC && ctx->enc && len >= BATCH_MIN_BYTES
-           && len % ACC_AES_BLOCK == 0 && ctx->key_set;
+    return ctx->op == ACC_OP_CBC_ENC && len > 0 && len % ACC_AES_BLOCK == 0 && ctx->key_set;
 }
 
 /* The lanes read the key schedule in place, so it must be in AES-NI's layout, which
@@ -241,7 +231,7 @@ static void batch_flush(acc_batch *b, int closed_by_itself)
 /* b->lock held; b->q[0 .. the old nq) stay readable after (nq is 0). */
 static void batch_run(acc_batch *b, int closed_by_itself)
 {
-    acc_mb_req reqs[BATCH_CAP];
+    acc_req reqs[BATCH_CAP];
     uint8_t iv0[BATCH_CAP][16];
     size_t n = b->nq, i, bytes = 0;
     int unit, ok;
@@ -277,7 +267,7 @@ static void batch_run(acc_batch *b, int closed_by_itself)
     for (i = 0; i < n; i++) {
         batch_req *r = b->q[i];
 
-        reqs[i].op = ACC_MB_CBC_ENC;
+        reqs[i].op = ACC_OP_CBC_ENC;
         reqs[i].key = &r->ctx->ks;
         reqs[i].iv = r->ctx->iv;
         reqs[i].in = r->in;

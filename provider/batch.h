@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "provider/cipher.h"
+#include "provider/cipher_ctx.h"
 
 /* The longest a queued request waits for companions, in nanoseconds. */
 #define ACC_BATCH_TIMEOUT_NS 50000

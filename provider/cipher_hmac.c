@@ -1,7 +1,8 @@
 /* provider/cipher_hmac.c: the stitched TLS ciphers AES-{128,256}-CBC-HMAC-SHA{1,256} that libssl
- * fetches for MAC-then-encrypt CBC suites (TLS 1.0-1.2 without encrypt-then-MAC): dispatch
- * tables, parameters and EVP semantics as the default provider's; the records themselves are
- * done in cipher_hmac_record.c. */
+ * fetches for MAC-then-encrypt CBC suites (TLS 1.0-1.2 without encrypt-then-MAC): their kinds and
+ * dispatch tables, and what they do beyond the cipher core (cipher_core.c makes, copies and
+ * initialises their contexts): the MAC state, their parameters, update and final as the default
+ * provider's. The records themselves are done in cipher_hmac_record.c. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,6 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include "provider/batch.h"
-#include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
 #include "provider/names.h"
 #include "provider/prov.h"
@@ -19,12 +19,8 @@
 #define V_SSL3 0x0300
 #define V_TLS1 0x0301
 
-/* ======================== Context life cycle ======================== */
+/* ======================== Kind hooks (the core does the rest) ======================== */
 
-static OSSL_FUNC_cipher_freectx_fn hmac_freectx;
-static OSSL_FUNC_cipher_dupctx_fn hmac_dupctx;
-static OSSL_FUNC_cipher_encrypt_init_fn hmac_einit;
-static OSSL_FUNC_cipher_decrypt_init_fn hmac_dinit;
 static OSSL_FUNC_cipher_update_fn hmac_update;
 static OSSL_FUNC_cipher_final_fn hmac_final;
 static OSSL_FUNC_cipher_cipher_fn hmac_oneshot;
@@ -33,56 +29,37 @@ static OSSL_FUNC_cipher_set_ctx_params_fn hmac_set_ctx_params;
 static OSSL_FUNC_cipher_gettable_ctx_params_fn hmac_gettable_ctx_params;
 static OSSL_FUNC_cipher_settable_ctx_params_fn hmac_settable_ctx_params;
 
-static void *hmac_newctx(void *provctx, size_t keylen, const acc_sha_kind *sha)
-{
-    acc_prov_ctx *prov = provctx;
-    acc_hmac_ctx *h = NULL;
+typedef struct acc_hmac_kind {
+    acc_cipher_kind base;       /* first: the core sees only this */
+    const acc_sha_kind *sha;
+} acc_hmac_kind;
 
-    /* No error of ours: the default's raises none, and EVP raises its initialization error. */
-    if ((h = acc_ctx_alloc(sizeof(*h))) == NULL)
-        return NULL;
-    memset(h, 0, sizeof(*h));
-    h->aes.prov = prov;
-    h->aes.eng = prov->eng;
-    h->aes.mode = ACC_MODE_CBC;
-    h->aes.keylen = keylen;
-    h->sha = sha;
-    h->payload_len = ACC_HMAC_NO_PAYLOAD;
-    sha->init(&h->head);
+/* The MAC state without a MAC key, and nothing pending. */
+static void mac_reset(acc_hmac_ctx *h)
+{
+    h->sha->init(&h->head);
     h->tail = h->head;
     h->md = h->head;
-    return h;
+    h->head_len = 0;
+    h->payload_len = ACC_HMAC_NO_PAYLOAD;
 }
 
-static void hmac_freectx(void *vctx)
+static void hmac_on_new(acc_cipher_ctx *c)
 {
-    acc_hmac_ctx *h = vctx;
+    acc_hmac_ctx *h = (acc_hmac_ctx *)c;
 
-    if (h == NULL)
-        return;
-    acc_batch_cancel(&h->aes);
-    if (h->aes.key_set)
-        h->aes.eng->free_key(&h->aes.ks);
-    OPENSSL_cleanse(h, sizeof(*h));
-    acc_ctx_free(h);
+    h->sha = ((const acc_hmac_kind *)c->kind)->sha;
+    mac_reset(h);
 }
 
-static void *hmac_dupctx(void *vctx)
+/* As the default's key set-up: the MAC key and any pending AAD go with the old key. */
+static void hmac_on_key(acc_cipher_ctx *c)
 {
-    acc_hmac_ctx *s = vctx, *d = NULL;
+    acc_hmac_ctx *h = (acc_hmac_ctx *)c;
 
-    /* No error of ours on failure: the default's (OPENSSL_memdup) raises none, and
-     * EVP_CIPHER_CTX_copy raises its not-able-to-copy error. */
-    if ((d = acc_ctx_alloc(sizeof(*d))) == NULL)
-        return NULL;
-    memcpy(d, s, sizeof(*d));
-    d->aes.batch_q = NULL;   /* a waiting request stays the original's */
-    if (s->aes.key_set && !s->aes.eng->copy_key(&d->aes.ks, &s->aes.ks)) {
-        OPENSSL_cleanse(d, sizeof(*d));
-        acc_ctx_free(d);
-        return NULL;
-    }
-    return d;
+    mac_reset(h);
+    h->strip_fixed = h->sha->md_size + BLK;
+    h->mb_aad_set = 0;
 }
 
 /* ======================== Parameters ======================== */
@@ -178,49 +155,41 @@ static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
     return 1;
 }
 
-static int set_iv_param(OSSL_PARAM *p, const uint8_t *iv)
+/* The stitched ciphers' own parameters: 1 set, 0 could not be set, -1 refused (raised). */
+static int own_param(acc_cipher_ctx *c, OSSL_PARAM *p)
 {
-    return OSSL_PARAM_set_octet_ptr(p, iv, BLK) || OSSL_PARAM_set_octet_string(p, iv, BLK);
+    acc_hmac_ctx *h = (acc_hmac_ctx *)c;
+
+    if (strcmp(p->key, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_BUFSIZE) == 0) {
+        if (h->mb_max_frag == 0) {
+            /* the default aborts the process here: refused, with our own reason */
+            acc_raise(ACC_R_INVALID_PARAMETER, "'%s' before the maximum send fragment was set", p->key);
+            return -1;
+        }
+        return OSSL_PARAM_set_size_t(p, acc_hmac_mb_bufsize(h));
+    }
+    if (strcmp(p->key, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE) == 0)
+        return OSSL_PARAM_set_uint(p, h->mb_interleave);
+    if (strcmp(p->key, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD_PACKLEN) == 0)
+        return OSSL_PARAM_set_size_t(p, h->mb_packlen);
+    if (strcmp(p->key, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_LEN) == 0)
+        return OSSL_PARAM_set_size_t(p, h->mb_enc_len);
+    if (strcmp(p->key, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD) == 0)
+        return OSSL_PARAM_set_size_t(p, h->aad_pad);
+    return 0;
 }
 
+/* In the default provider's order; no padding or num, which its stitched ciphers do not answer. */
 static int hmac_get_ctx_params(void *vctx, OSSL_PARAM params[])
 {
-    acc_hmac_ctx *h = vctx;
-    OSSL_PARAM *p;
+    static const char *const order[] = {
+        OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_BUFSIZE, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE,
+        OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD_PACKLEN, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_LEN,
+        OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, OSSL_CIPHER_PARAM_KEYLEN, OSSL_CIPHER_PARAM_IVLEN,
+        OSSL_CIPHER_PARAM_IV, OSSL_CIPHER_PARAM_UPDATED_IV, NULL
+    };
 
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_BUFSIZE)) != NULL
-        && h->mb_max_frag == 0) {
-        /* the default aborts the process here: refused, with our own reason */
-        acc_raise(ACC_R_INVALID_PARAMETER, "'%s' before the maximum send fragment was set", p->key);
-        return 0;
-    }
-    if (p != NULL && !OSSL_PARAM_set_size_t(p, acc_hmac_mb_bufsize(h)))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE)) != NULL
-        && !OSSL_PARAM_set_uint(p, h->mb_interleave))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD_PACKLEN)) != NULL
-        && !OSSL_PARAM_set_size_t(p, h->mb_packlen))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_LEN)) != NULL
-        && !OSSL_PARAM_set_size_t(p, h->mb_enc_len))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD)) != NULL
-        && !OSSL_PARAM_set_size_t(p, h->aad_pad))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL
-        && !OSSL_PARAM_set_size_t(p, h->aes.keylen))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL && !OSSL_PARAM_set_size_t(p, BLK))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IV)) != NULL && !set_iv_param(p, h->aes.oiv))
-        goto bad;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_UPDATED_IV)) != NULL && !set_iv_param(p, h->aes.iv))
-        goto bad;
-    return 1;
-bad:
-    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
-    return 0;
+    return acc_cipher_get_ctx_params(vctx, params, order, own_param);
 }
 
 static const OSSL_PARAM *hmac_gettable_ctx_params(void *vctx, void *provctx)
@@ -259,106 +228,14 @@ static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
     return known;
 }
 
-/* get_params: as cipher_aes.c's, but with the AEAD and TLS1 multiblock flags the default reports
- * (libssl keys its record handling on the one and its 4- or 8-record writes on the other). */
-static int hmac_get_params(OSSL_PARAM params[], size_t keylen)
-{
-    OSSL_PARAM *p;
-
-    if (!acc_cipher_get_params(params, ACC_MODE_CBC, keylen, 1))
-        return 0;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK)) != NULL && !OSSL_PARAM_set_int(p, 1)) {
-        acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
-        return 0;
-    }
-    return 1;
-}
-
-/* ======================== Init ======================== */
-
-static int hmac_init(acc_hmac_ctx *h, const unsigned char *key, size_t keylen, const unsigned char *iv,
-                     size_t ivlen, const OSSL_PARAM params[], int enc)
-{
-    acc_cipher_ctx *c = &h->aes;
-
-    acc_batch_cancel(c);   /* a request still waiting would run with the new key and IV */
-    c->enc = enc;
-    if (iv != NULL) {
-        if (ivlen != BLK) {
-            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);
-            return 0;
-        }
-        memcpy(c->oiv, iv, BLK);
-        memcpy(c->iv, iv, BLK);
-        c->iv_set = 1;
-    } else if (c->iv_set) {
-        memcpy(c->iv, c->oiv, BLK);     /* re-init with the same IV starts the stream again */
-    }
-    if (key != NULL) {
-        if (keylen != c->keylen) {
-            acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", keylen, c->keylen);
-            return 0;
-        }
-        memcpy(c->rawkey, key, keylen);
-        /* As the default's key set-up: the MAC key and any pending AAD go with the old key. */
-        h->sha->init(&h->head);
-        h->tail = h->head;
-        h->md = h->head;
-        h->head_len = 0;
-        h->payload_len = ACC_HMAC_NO_PAYLOAD;
-        h->strip_fixed = h->sha->md_size + BLK;
-        h->mb_aad_set = 0;
-    }
-    /* a new key, or a turn to decryption on a key set up for encryption only */
-    if (key != NULL || (c->key_set && !enc && !c->ks.has_dec)) {
-        if (c->key_set)
-            c->eng->free_key(&c->ks);
-        c->key_set = 0;
-        if (!c->eng->set_key(&c->ks, c->rawkey, c->keylen, enc)) {
-            acc_raise(ACC_R_ENGINE_FAILURE, "%s engine could not set up the key", c->eng->name);
-            return 0;
-        }
-        c->key_set = 1;
-    }
-    return hmac_set_ctx_params(h, params);
-}
-
-static int hmac_einit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv,
-                      size_t ivlen, const OSSL_PARAM params[])
-{
-    return hmac_init(vctx, key, keylen, iv, ivlen, params, 1);
-}
-
-static int hmac_dinit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv,
-                      size_t ivlen, const OSSL_PARAM params[])
-{
-    return hmac_init(vctx, key, keylen, iv, ivlen, params, 0);
-}
-
 /* ======================== Update and final ======================== */
 
+/* The core's checks, with one of its own first: no record comes near INT_MAX. */
 static int check_call(const acc_hmac_ctx *h, const unsigned char *out, size_t outsize,
                       const unsigned char *in, size_t inl)
 {
-    if (!h->aes.key_set) {
-        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
-        return 0;
-    }
-    /* EVP hands a negative int length down as SIZE_MAX - k, with an output size that can wrap
-     * past it: no record comes near INT_MAX */
-    if (inl > (size_t)INT_MAX) {
-        acc_raise(ACC_R_LENGTH_TOO_LARGE, "TLS record of %zu bytes", inl);
-        return 0;
-    }
-    if (outsize < inl) {
-        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
-        return 0;
-    }
-    if (inl > 0 && (in == NULL || out == NULL)) {
-        acc_raise(ACC_R_NULL_POINTER, "NULL buffer with a length of %zu", inl);
-        return 0;
-    }
-    return 1;
+    return acc_cipher_check_key(&h->aes) && acc_cipher_check_record_len(inl)
+           && acc_cipher_check_call(&h->aes, out, inl, outsize, in, inl);
 }
 
 static int run_cipher(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size_t inl)
@@ -401,10 +278,8 @@ static int hmac_final(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     const acc_hmac_ctx *h = vctx;
 
     (void)out; (void)outsize;
-    if (!h->aes.key_set) {   /* as the default's stream final */
-        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "no key set: call an init function with a key first");
+    if (!acc_cipher_check_key(&h->aes))   /* as the default's stream final */
         return 0;
-    }
     *outl = 0;
     return 1;
 }
@@ -423,23 +298,31 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
 
 /* ======================== Dispatch tables ======================== */
 
+/* The AEAD and TLS1 multiblock flags are the default's: libssl keys its record handling on the
+ * one and its 4- or 8-record writes on the other. */
 #define ACC_HMAC_FUNCTIONS(kbits, sha)                                                         \
+    static const acc_hmac_kind aes##kbits##_##sha##_kind = {                                    \
+        { .mode = ACC_MODE_CBC, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_hmac_ctx),         \
+          .aead = 1, .tls1_multiblock = 1, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
+          .set_ctx_params = hmac_set_ctx_params },                                               \
+        &acc_hmac_##sha                                                                          \
+    };                                                                                          \
     static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                              \
     static void *aes##kbits##_##sha##_newctx(void *provctx)                                     \
     {                                                                                           \
-        return hmac_newctx(provctx, (kbits) / 8, &acc_hmac_##sha);                                  \
+        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                     \
     }                                                                                           \
     static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                      \
     static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                             \
     {                                                                                           \
-        return hmac_get_params(params, (kbits) / 8);                                            \
+        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                  \
     }                                                                                           \
     static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                     \
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },               \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))hmac_freectx },                             \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))hmac_dupctx },                               \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))hmac_einit },                          \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))hmac_dinit },                          \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <openssl/core.h>
 #include <openssl/sha.h>
-#include "provider/cipher.h"
+#include "provider/cipher_ctx.h"
 
 /* offered to prov.c's cipher query next to acc_cipher_algorithms */
 extern const OSSL_ALGORITHM acc_hmac_cipher_algorithms[];

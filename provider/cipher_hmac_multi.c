@@ -102,7 +102,7 @@ static void record_mac(const acc_hmac_ctx *h, const uint8_t *msg, size_t len, ui
 
 /* CBC over every record's body, each from its own IV, once its MAC is in place: the lanes
  * where the AES-NI engine's key schedule can go to them, else one record after the other. */
-static int encrypt_bodies(acc_hmac_ctx *h, acc_mb_req *r, unsigned int n, size_t total)
+static int encrypt_bodies(acc_hmac_ctx *h, acc_req *r, unsigned int n, size_t total)
 {
     const acc_engine *e = h->aes.eng;
 
@@ -124,7 +124,7 @@ static int encrypt_bodies(acc_hmac_ctx *h, acc_mb_req *r, unsigned int n, size_t
  * each body (acc_hmac_mb_encrypt), so that MAC and CBC go to the lanes as one job per record;
  * without lanes (or without a MAC key, whose head state is not a key block's) one after the
  * other. */
-static int macs_and_bodies(acc_hmac_ctx *h, acc_mb_req *r, unsigned int n, const size_t plen[], size_t total)
+static int macs_and_bodies(acc_hmac_ctx *h, acc_req *r, unsigned int n, const size_t plen[], size_t total)
 {
     const size_t ms = h->sha->md_size;
     acc_mb_hmac_req m[MAX_RECS];
@@ -163,7 +163,7 @@ size_t acc_hmac_mb_encrypt(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, siz
 {
     const size_t ms = h->sha->md_size;
     uint8_t ivs[MAX_RECS][BLK], chain[MAX_RECS][BLK], *body[MAX_RECS];
-    acc_mb_req r[MAX_RECS];
+    acc_req r[MAX_RECS];
     size_t frag, last, at = 0, total = 0, plen[MAX_RECS];
     unsigned int n = interleave;
 
@@ -195,7 +195,7 @@ size_t acc_hmac_mb_encrypt(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, siz
         size_t blen = body_len(plen[i], ms);
 
         memset(body[i] + plen[i] + ms, (int)(blen - plen[i] - ms - 1), blen - plen[i] - ms);
-        r[i].op = ACC_MB_CBC_ENC;
+        r[i].op = ACC_OP_CBC_ENC;
         r[i].key = &h->aes.ks;
         memcpy(chain[i], ivs[i], BLK);   /* the CBC may move it on; ivs[i] is sent */
         r[i].iv = chain[i];

@@ -9,8 +9,9 @@
 #include <openssl/async.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
-#include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
+#include "provider/ct.h"
+#include "provider/policy.h"
 #include "provider/prov.h"
 #include "scheduler/sched.h"
 
@@ -25,7 +26,7 @@
 #define V_TLS1_1 0x0302
 
 /* The constant-time masks (acc_ct_lt, acc_ct_ge, acc_ct_eq, acc_ct_is_zero, acc_ct_barrier) are
- * cipher.h's, shared with tls.c. */
+ * provider/ct.h's, shared with tls.c. */
 
 /* Errors as the default provider's stitched ciphers give them: a record its cipher function
  * refuses fails the update (or EVP_Cipher) with PROV_R_CIPHER_OPERATION_FAILED, whatever the

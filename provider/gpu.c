@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include "provider/gpu.h"
 #include "accel/engine.h"
+#include "accel/gpu_plugin.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
@@ -19,18 +20,13 @@
 #define BATCH_MAX      32                    /* jobs per combined run call */
 #define BATCH_BYTES    (256u * 1024u * 1024u)
 #define UNITMAP_MAX    64
-/* backend=auto with gpu_min on auto: CUDA start-up costs ~0.25 s per process (H100 host, measured),
- * the CPU time of ~1 GiB of AES. A process loads the plugin only once it has asked about this many
- * bytes of large requests, so short-lived processes never pay for it. */
+/* backend=auto with gpu_min on auto: CUDA start-up costs about a quarter second per process
+ * (bench/results/gpu-h100.md), the CPU time of ~1 GiB of AES. A process loads the plugin only once
+ * it has asked about this many bytes of large requests, so short-lived processes never pay for it. */
 #define AUTO_WARMUP    (256ull << 20)
-/* The longest a request waits in the scheduler's FIFO for a GPU unit before the CPU does it. A
- * unit can stay taken for good: its holder stopped (SIGSTOP, a debugger) but alive, or a unit
- * entry damaged in the shared segment; an unbounded wait then hung every GPU request of every
- * process (found by tests/test_faults.py). Legitimate waits are a few batches long (a 256 MiB
- * batch takes tens of ms on a PCIe 4 GPU), far below this. */
-/* The longest a request waits for a GPU unit before it runs on the CPU instead: a queued process
- * works rather than idles, and whatever another process of the user writes into the segment
- * (units that look busy, waiters that look alive) costs a request no more than this. */
+/* The longest a request waits for a GPU unit before it runs on the CPU instead: a unit can stay
+ * taken for good (a stopped holder, a damaged entry), a queued process works rather than idles,
+ * and whatever another process of the user writes into the segment costs a request no more. */
 #define GPU_WAIT_US    5000
 
 /* A request waiting for its leader (see acc_gpu_run). Lives on the follower's stack. */
@@ -253,7 +249,7 @@ static size_t calibrate(void)
     for (int warm = 1, i = 0; i < 3; i++) {
         double cpu = 1e9, gpu = 1e9;
         for (int rep = 0; rep < 2 + warm; rep++) {
-            acc_gpu_job job = { ACC_GPU_CTR, 128, key, { 0 }, buf, buf, sizes[i], 0 };
+            acc_gpu_job job = { acc_gpu_abi_op(ACC_OP_CTR), 128, key, { 0 }, buf, buf, sizes[i], 0 };
             double t0 = now_s();
             if (run_on_unit(unit, &job, 1) != 0 || job.done != sizes[i])
                 goto done;
@@ -285,12 +281,10 @@ done:
     return found;
 }
 
-int acc_gpu_wants(const acc_settings *s, int op, size_t len)
+/* Whether the GPU pays for len bytes now: the plugin is up and len reaches gpu_min as set, or
+ * as calibrated. Which ops and sizes may ask at all is the policy's (provider/policy.c). */
+static int gpu_pays(const acc_settings *s, size_t len)
 {
-    /* CBC-encrypt is serial within a stream: on the GPU one request is one thread, far slower
-     * than AES-NI on one core. Its GPU kernel is for many streams at once (bench, batches). */
-    if (!s || s->backend == ACC_BACKEND_CPU || op < ACC_GPU_ECB_ENC || op > ACC_GPU_CTR || op == ACC_GPU_CBC_ENC)
-        return 0;
     if (len == 0 || len % 16)
         return 0;
     if (s->gpu_min == 0 && s->backend == ACC_BACKEND_AUTO
@@ -312,6 +306,31 @@ int acc_gpu_wants(const acc_settings *s, int op, size_t len)
     size_t min = g.calibrated ? g.cal_min : SIZE_MAX;
     pthread_mutex_unlock(&g.lock);
     return len >= min;
+}
+
+size_t acc_gpu_offload(const acc_settings *s, acc_op op, const uint8_t *key, size_t keylen, uint8_t iv[16],
+                       const uint8_t *in, uint8_t *out, size_t len)
+{
+    acc_gpu_job job;
+    size_t done;
+
+    if (s == NULL || s->backend == ACC_BACKEND_CPU || acc_gpu_abi_op(op) == 0 || !gpu_pays(s, len))
+        return 0;
+    memset(&job, 0, sizeof(job));
+    job.op = acc_gpu_abi_op(op);
+    job.keybits = (int)keylen * 8;
+    job.key = key;
+    memcpy(job.iv, iv, 16);
+    job.in = in;
+    job.out = out;
+    job.len = len;
+    done = acc_gpu_run(s, &job);
+    if (done > len || done % 16 != 0)
+        done = 0;          /* a plugin that breaks the contract gets no credit */
+    if (done > 0 && acc_op_has_iv(op))
+        memcpy(iv, job.iv, 16);
+    OPENSSL_cleanse(&job, sizeof(job));
+    return done;
 }
 
 /* Leader: run its own request plus the followers that joined while it waited for a unit. */

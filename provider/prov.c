@@ -10,7 +10,6 @@
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include "provider/algs.h"
-#include "provider/cipher.h"
 #include "provider/cipher_hmac.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
@@ -341,6 +340,7 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
         live_remove_free(prov);
         return 0;
     }
+    acc_policy_make(&prov->policy, &prov->settings);
     prov->eng = acc_engine_default();
     if (prov->eng == NULL) {
         acc_raise(ACC_R_ENGINE_FAILURE, "no AES engine is usable on this CPU");

@@ -8,6 +8,7 @@
 #include <openssl/proverr.h>
 #include <openssl/types.h>
 #include "accel/engine.h"
+#include "provider/policy.h"
 #include "provider/settings.h"
 
 #define ACC_PROV_NAME    "accelaes"
@@ -19,6 +20,7 @@ typedef struct acc_prov_ctx {
     OSSL_LIB_CTX *priv_libctx;    /* private: default provider, for the DRBG delegate and the EVP engine */
     OSSL_PROVIDER *priv_default;  /* the default provider loaded there: unloaded before the context is freed */
     acc_settings settings;
+    acc_policy policy;            /* the routing thresholds, made from the settings */
     const acc_engine *eng;        /* the inline engine (AES-NI, or nested EVP without it) */
     struct acc_prov_ctx *next_live; /* prov.c's list of live loads, whose handles raise errors */
 } acc_prov_ctx;

@@ -6,8 +6,10 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
-#include "provider/cipher.h"
+#include "provider/ct.h"
+#include "provider/policy.h"
 #include "provider/prov.h"
+#include "provider/tls.h"
 
 /* Protocol version numbers as they travel on the wire (libssl passes its s->version). */
 #define V_SSL3     0x0300
@@ -23,7 +25,7 @@
 #define BLK ACC_AES_BLOCK
 
 /* Constant-time: the padding length and so the MAC position are secret (Lucky 13, padding
- * oracles): every decision that depends on them is a mask (acc_ct_*, cipher.h), never a branch
+ * oracles): every decision that depends on them is a mask (acc_ct_*, provider/ct.h), never a branch
  * or a memory index.
  *
  * Errors: the default provider answers every refused record, whatever the cause, with
@@ -209,10 +211,8 @@ int acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t
         return 0;
     }
     *outl = 0;
-    if (!ctx->key_set) {
-        acc_raise(ACC_PROV_R(PROV_R_NO_KEY_SET), "TLS record before a key was set");
+    if (!acc_cipher_check_key(ctx))
         return 0;
-    }
     if (in == NULL || in != out || outsize < inl || !ctx->pad) {
         acc_raise(RECORD_FAILED, "a TLS record is processed in place (in == out), with padding on and "
                   "room for it (%zu bytes, buffer %zu)", inl, outsize);
@@ -221,10 +221,8 @@ int acc_tls_update(acc_cipher_ctx *ctx, unsigned char *out, size_t *outl, size_t
     /* EVP hands a negative int length down as SIZE_MAX - k (and the output size as that plus
      * 16, which can wrap below it, refused just above as by the default): no record comes near
      * INT_MAX, and padding must not wrap. The default goes on with such a length; not here. */
-    if (inl > (size_t)INT_MAX) {
-        acc_raise(ACC_R_LENGTH_TOO_LARGE, "TLS record of %zu bytes", inl);
+    if (!acc_cipher_check_record_len(inl))
         return 0;
-    }
     /* Records on ECB (which the default provider pads and unpads too) are refused, with our own
      * reason: no TLS suite uses them. The version was checked when it was set. */
     if (ctx->mode != ACC_MODE_CBC || !version_known(ctx->tlsversion)) {
@@ -299,19 +297,9 @@ bad:
     return 0;
 }
 
-int acc_tls_get_ctx_params(acc_cipher_ctx *ctx, OSSL_PARAM params[])
+int acc_tls_get_mac(acc_cipher_ctx *ctx, OSSL_PARAM *p)
 {
-    OSSL_PARAM *p;
-
-    if (params == NULL)
-        return 1;
-    p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_TLS_MAC);
-    if (p != NULL && !OSSL_PARAM_set_octet_ptr(p, ctx->tlsmac, ctx->tlsmacsize)) {
-        acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "%s must be an octet pointer",
-                  OSSL_CIPHER_PARAM_TLS_MAC);
-        return 0;
-    }
-    return 1;
+    return OSSL_PARAM_set_octet_ptr(p, ctx->tlsmac, ctx->tlsmacsize);
 }
 
 int acc_tls_dup(acc_cipher_ctx *dst, const acc_cipher_ctx *src)

@@ -69,24 +69,13 @@ static void log_run(int slot, size_t njobs, size_t bytes)
 static int do_job(const acc_engine *e, acc_gpu_job *j, size_t len)
 {
     acc_aes_key *k = OPENSSL_zalloc(sizeof(*k));
-    int enc_only = j->op != ACC_GPU_ECB_DEC && j->op != ACC_GPU_CBC_DEC;
-    if (!k || !e->set_key(k, j->key, (size_t)j->keybits / 8, enc_only)) {
+    acc_req r = { acc_op_of_gpu_abi(j->op), k, j->iv, j->in + j->done, j->out + j->done, len / 16 };
+    if (!k || !e->set_key(k, j->key, (size_t)j->keybits / 8, !acc_op_needs_dec(r.op))) {
         OPENSSL_free(k);
         snprintf(t_err, sizeof(t_err), "fake GPU: key set-up failed (keybits %d)", j->keybits);
         return -1;
     }
-    const uint8_t *in = j->in + j->done;
-    uint8_t *out = j->out + j->done;
-    size_t nb = len / 16;
-    int ok = 1;
-    switch (j->op) {
-    case ACC_GPU_ECB_ENC: ok = e->ecb_enc(k, in, out, nb); break;
-    case ACC_GPU_ECB_DEC: ok = e->ecb_dec(k, in, out, nb); break;
-    case ACC_GPU_CBC_ENC: ok = e->cbc_enc(k, in, out, nb, j->iv); break;
-    case ACC_GPU_CBC_DEC: ok = e->cbc_dec(k, in, out, nb, j->iv); break;
-    case ACC_GPU_CTR:     ok = e->ctr(k, in, out, nb, j->iv); break;
-    default: break;
-    }
+    int ok = acc_engine_run(e, &r);
     e->free_key(k);
     OPENSSL_free(k);
     if (!ok) {
@@ -109,7 +98,7 @@ static int fake_run(int slot, acc_gpu_job *jobs, size_t njobs)
     for (size_t i = 0; i < njobs; i++) {
         jobs[i].done = 0;
         total += jobs[i].len;
-        if (jobs[i].op < ACC_GPU_ECB_ENC || jobs[i].op > ACC_GPU_CTR || jobs[i].len % 16
+        if (acc_op_of_gpu_abi(jobs[i].op) == 0 || jobs[i].len % 16
             || (jobs[i].keybits != 128 && jobs[i].keybits != 192 && jobs[i].keybits != 256)) {
             snprintf(t_err, sizeof(t_err), "fake GPU: job %zu is invalid", i);
             return -1;

@@ -20,7 +20,8 @@
 /* EVP lengths are int; stay far below INT_MAX. */
 #define EVP_MAX_BYTES (1u << 30)
 
-enum { C_ECB_ENC, C_ECB_DEC, C_CBC_ENC, C_CBC_DEC, C_CTR, C_N };
+/* One native context per operation, indexed by acc_op (accel/engine.h; index 0 unused). */
+#define C_N ACC_OP_COUNT
 
 typedef struct evp_slot {
     int busy;                     /* 0 free, else the fork generation of the thread holding it */
@@ -109,10 +110,11 @@ static int evp_lib_ready(void)
  * Slots
  * ------------------------------------------------------------------------------------------ */
 
-static EVP_CIPHER_CTX *ctx_make(const evp_keyset *ks, int which)
+static EVP_CIPHER_CTX *ctx_make(const evp_keyset *ks, acc_op which)
 {
-    static const int mode[C_N] = { 0, 0, 1, 1, 2 };
-    int enc = which != C_ECB_DEC && which != C_CBC_DEC;
+    static const int mode[C_N] = { [ACC_OP_ECB_ENC] = 0, [ACC_OP_ECB_DEC] = 0, [ACC_OP_CBC_ENC] = 1,
+                                   [ACC_OP_CBC_DEC] = 1, [ACC_OP_CTR] = 2 };
+    int enc = !acc_op_needs_dec(which);
     EVP_CIPHER_CTX *x;
 
     if (!enc && !ks->has_dec)
@@ -141,9 +143,9 @@ static void slot_clear(evp_slot *s)
 static int slot_fill(const evp_keyset *ks, evp_slot *s)
 {
     s->ready = 1;
-    for (int i = 0; i < C_N; i++) {
-        s->c[i] = ctx_make(ks, i);
-        if (s->c[i] == NULL && (ks->has_dec || (i != C_ECB_DEC && i != C_CBC_DEC)))
+    for (int i = ACC_OP_ECB_ENC; i < C_N; i++) {
+        s->c[i] = ctx_make(ks, (acc_op)i);
+        if (s->c[i] == NULL && (ks->has_dec || !acc_op_needs_dec((acc_op)i)))
             s->ready = 0;
     }
     if (!s->ready)
@@ -207,14 +209,14 @@ static int evp_update(EVP_CIPHER_CTX *c, const uint8_t *in, uint8_t *out, size_t
  * does not already stand there. On failure (accel/engine.h) the output is wiped rather than
  * left holding plaintext (in place) or stale data, iv is left as it was, and the context is
  * marked as standing nowhere, so that the next call re-initialises it. */
-static int evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8_t *out,
+static int evp_blocks(const acc_aes_key *k, acc_op which, const uint8_t *in, uint8_t *out,
                       size_t n, uint8_t iv[16])
 {
     uint8_t next[16];
     if (n == 0)
         return 1;
-    if (which == C_CBC_DEC)                 /* before in == out overwrites it */
-        memcpy(next, in + 16 * (n - 1), 16);
+    if (which == ACC_OP_CBC_DEC)            /* before in == out overwrites it */
+        acc_iv_at_block(which, iv, in, out, n, next);
 
     evp_slot *s = slot_take(k->evp);
     EVP_CIPHER_CTX *c = s->c[which];
@@ -226,12 +228,8 @@ static int evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8_
         OPENSSL_cleanse(out, 16 * n);
         s->have_iv[which] = 0;
     } else if (iv != NULL) {
-        if (which == C_CBC_ENC) {
-            memcpy(next, out + 16 * (n - 1), 16);
-        } else if (which == C_CTR) {
-            memcpy(next, iv, 16);
-            acc_ctr_add(next, n);
-        }
+        if (which != ACC_OP_CBC_DEC)
+            acc_iv_at_block(which, iv, in, out, n, next);
         memcpy(iv, next, 16);
         memcpy(s->next_iv[which], next, 16);
         s->have_iv[which] = 1;
@@ -242,31 +240,31 @@ static int evp_blocks(const acc_aes_key *k, int which, const uint8_t *in, uint8_
 
 static int evp_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    return evp_blocks(k, C_ECB_ENC, in, out, n, NULL);
+    return evp_blocks(k, ACC_OP_ECB_ENC, in, out, n, NULL);
 }
 
 static int evp_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
-    return evp_blocks(k, C_ECB_DEC, in, out, n, NULL);
+    return evp_blocks(k, ACC_OP_ECB_DEC, in, out, n, NULL);
 }
 
 static int evp_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                        uint8_t iv[16])
 {
-    return evp_blocks(k, C_CBC_ENC, in, out, n, iv);
+    return evp_blocks(k, ACC_OP_CBC_ENC, in, out, n, iv);
 }
 
 static int evp_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                        uint8_t iv[16])
 {
-    return evp_blocks(k, C_CBC_DEC, in, out, n, iv);
+    return evp_blocks(k, ACC_OP_CBC_DEC, in, out, n, iv);
 }
 
 /* OpenSSL's CTR carries all 128 bits too (ctr128_inc, or ctr32 plus ctr96_inc). */
 static int evp_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
                    uint8_t ctr[16])
 {
-    return evp_blocks(k, C_CTR, in, out, n, ctr);
+    return evp_blocks(k, ACC_OP_CTR, in, out, n, ctr);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ int acc_mb_lanes(void)
     return 0;
 }
 
-int acc_mb_run(acc_mb_req *reqs, size_t n)
+int acc_mb_run(acc_req *reqs, size_t n)
 {
     (void)reqs;
     (void)n;
@@ -142,13 +142,13 @@ typedef struct mb_slot {
     uint8_t iv[16];          /* IV / counter of the piece in flight (stable while it runs) */
     uint8_t nextiv[16];      /* CBC-decrypt: last ciphertext block of that piece, saved before
                               * it runs, since in place it is overwritten */
-    acc_mb_req *req;
+    acc_req *req;
     size_t done;             /* blocks submitted and finished before the piece in flight */
     size_t piece;            /* blocks in the piece in flight (0: none) */
     int used;
 } mb_slot;
 
-static int req_valid(const acc_mb_req *r)
+static int req_valid(const acc_req *r)
 {
     const acc_aes_key *k = r->key;
 
@@ -157,14 +157,14 @@ static int req_valid(const acc_mb_req *r)
     if (k->keybits != 128 && k->keybits != 192 && k->keybits != 256)
         return 0;
     switch (r->op) {
-    case ACC_MB_CBC_ENC:
-    case ACC_MB_CTR:
+    case ACC_OP_CBC_ENC:
+    case ACC_OP_CTR:
         return r->iv != NULL;
-    case ACC_MB_CBC_DEC:
+    case ACC_OP_CBC_DEC:
         return r->iv != NULL && k->has_dec;
-    case ACC_MB_ECB_ENC:
+    case ACC_OP_ECB_ENC:
         return 1;
-    case ACC_MB_ECB_DEC:
+    case ACC_OP_ECB_DEC:
         return k->has_dec;
     default:
         return 0;
@@ -180,7 +180,7 @@ static size_t piece_blocks(const mb_slot *s)
     size_t left = s->req->nblocks - s->done;
     size_t p = left < MB_PIECE_BLOCKS ? left : MB_PIECE_BLOCKS;
 
-    if (s->req->op == ACC_MB_CTR) {
+    if (s->req->op == ACC_OP_CTR) {
         uint64_t low = ((uint64_t)s->iv[12] << 24) | ((uint64_t)s->iv[13] << 16)
                        | ((uint64_t)s->iv[14] << 8) | s->iv[15];
         uint64_t to_wrap = (1ULL << 32) - low;
@@ -193,14 +193,14 @@ static size_t piece_blocks(const mb_slot *s)
 
 static void submit_piece(IMB_MGR *m, mb_slot *s)
 {
-    const acc_mb_req *r = s->req;
+    const acc_req *r = s->req;
     size_t off = s->done * ACC_AES_BLOCK;
     IMB_JOB *j = IMB_GET_NEXT_JOB(m);
-    int enc = r->op == ACC_MB_CBC_ENC || r->op == ACC_MB_ECB_ENC || r->op == ACC_MB_CTR;
+    int enc = r->op == ACC_OP_CBC_ENC || r->op == ACC_OP_ECB_ENC || r->op == ACC_OP_CTR;
 
     s->piece = piece_blocks(s);
-    if (r->op == ACC_MB_CBC_DEC)
-        memcpy(s->nextiv, r->in + off + (s->piece - 1) * ACC_AES_BLOCK, 16);
+    if (r->op == ACC_OP_CBC_DEC)
+        acc_iv_at_block(r->op, s->iv, r->in + off, NULL, s->piece, s->nextiv);
 
     /* Recycled jobs keep fields from earlier use (hash, SGL, custom functions): start clean. */
     memset(j, 0, sizeof(*j));
@@ -213,8 +213,8 @@ static void submit_piece(IMB_MGR *m, mb_slot *s)
     j->hash_alg = IMB_AUTH_NULL;
     j->cipher_direction = enc ? IMB_DIR_ENCRYPT : IMB_DIR_DECRYPT;
     j->chain_order = enc ? IMB_ORDER_CIPHER_HASH : IMB_ORDER_HASH_CIPHER;
-    j->cipher_mode = (r->op == ACC_MB_CTR) ? IMB_CIPHER_CNTR
-                   : (r->op == ACC_MB_ECB_ENC || r->op == ACC_MB_ECB_DEC) ? IMB_CIPHER_ECB
+    j->cipher_mode = (r->op == ACC_OP_CTR) ? IMB_CIPHER_CNTR
+                   : (r->op == ACC_OP_ECB_ENC || r->op == ACC_OP_ECB_DEC) ? IMB_CIPHER_ECB
                    : IMB_CIPHER_CBC;
     if (j->cipher_mode == IMB_CIPHER_ECB) {
         j->iv = NULL;
@@ -230,33 +230,24 @@ static void submit_piece(IMB_MGR *m, mb_slot *s)
  * Returns 1 when the slot's request is complete. */
 static int piece_done(mb_slot *s)
 {
-    acc_mb_req *r = s->req;
-    size_t end = s->done + s->piece;
+    acc_req *r = s->req;
+    size_t end = s->done + s->piece, off = s->done * ACC_AES_BLOCK;
 
-    switch (r->op) {
-    case ACC_MB_CBC_ENC:
-        memcpy(s->iv, r->out + (end - 1) * ACC_AES_BLOCK, 16);
-        break;
-    case ACC_MB_CBC_DEC:
+    if (r->op == ACC_OP_CBC_DEC)
         memcpy(s->iv, s->nextiv, 16);
-        break;
-    case ACC_MB_CTR:
-        acc_ctr_add(s->iv, s->piece);
-        break;
-    default:
-        break;
-    }
+    else
+        acc_iv_at_block(r->op, s->iv, r->in + off, r->out + off, s->piece, s->iv);
     s->done = end;
     s->piece = 0;
     if (s->done < r->nblocks)
         return 0;
-    if (r->iv != NULL && r->op != ACC_MB_ECB_ENC && r->op != ACC_MB_ECB_DEC)
+    if (r->iv != NULL && acc_op_has_iv(r->op))
         memcpy(r->iv, s->iv, 16);
     return 1;
 }
 
 /* Fill a free slot with the next non-empty request; returns 0 when none is left. */
-static int slot_take(mb_slot *s, acc_mb_req *reqs, size_t n, size_t *next)
+static int slot_take(mb_slot *s, acc_req *reqs, size_t n, size_t *next)
 {
     while (*next < n && reqs[*next].nblocks == 0)
         (*next)++;
@@ -265,13 +256,13 @@ static int slot_take(mb_slot *s, acc_mb_req *reqs, size_t n, size_t *next)
     memset(s, 0, sizeof(*s));
     s->req = &reqs[(*next)++];
     s->used = 1;
-    if (s->req->iv != NULL && s->req->op != ACC_MB_ECB_ENC && s->req->op != ACC_MB_ECB_DEC)
+    if (s->req->iv != NULL && acc_op_has_iv(s->req->op))
         memcpy(s->iv, s->req->iv, 16);
     return 1;
 }
 
 /* Handle one job the manager handed back. Returns 0 if it failed. */
-static int job_back(IMB_JOB *j, acc_mb_req *reqs, size_t n, size_t *next, size_t *inflight)
+static int job_back(IMB_JOB *j, acc_req *reqs, size_t n, size_t *next, size_t *inflight)
 {
     mb_slot *s = j->user_data;
 
@@ -285,7 +276,7 @@ static int job_back(IMB_JOB *j, acc_mb_req *reqs, size_t n, size_t *next, size_t
     return 1;
 }
 
-int acc_mb_run(acc_mb_req *reqs, size_t n)
+int acc_mb_run(acc_req *reqs, size_t n)
 {
     mb_slot slots[MB_WINDOW];
     IMB_MGR *m;

@@ -179,11 +179,9 @@ static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
         p->pad = 0;
         first[k] += p->nblk;
         memcpy(p->iv, jc, 16);   /* CTR: counter here; CBC-dec: previous ciphertext; CBC-enc: IV */
-        if (w->op == ACC_GPU_CTR) {
-            acc_ctr_add(jc, p->nblk);
-            memcpy(w->next_iv, jc, 16);
-        } else if (w->op == ACC_GPU_CBC_DEC) {
-            memcpy(jc, bf->h + w->pos + w->len - 16, 16);   /* the staged input, before the kernel runs */
+        if (w->op == ACC_GPU_CTR || w->op == ACC_GPU_CBC_DEC) {
+            /* CBC-dec chains from the staged input, read before the kernel runs */
+            acc_iv_at_block(acc_op_of_gpu_abi(w->op), jc, bf->h + w->pos, NULL, p->nblk, jc);
             memcpy(w->next_iv, jc, 16);
         } else if (w->op == ACC_GPU_CBC_ENC && w->joff > 0) {
             p->flags = ACC_PIECE_CHAIN;
@@ -239,8 +237,8 @@ static void account(group *g, const acc_cu_buf *bf)
         jb->done = w->joff + w->len;
         if (w->op == ACC_GPU_CTR || w->op == ACC_GPU_CBC_DEC)
             memcpy(jb->iv, w->next_iv, 16);
-        else if (w->op == ACC_GPU_CBC_ENC)
-            memcpy(jb->iv, bf->h + w->pos + w->len - 16, 16);
+        else if (w->op == ACC_GPU_CBC_ENC)   /* the output, still in the staging buffer */
+            acc_iv_at_block(ACC_OP_CBC_ENC, jb->iv, NULL, bf->h + w->pos, w->len / 16, jb->iv);
     }
 }
 

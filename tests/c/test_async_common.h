@@ -19,7 +19,7 @@
 #include "accel/engine.h"
 #include "accel/mb.h"
 #include "provider/batch.h"
-#include "provider/cipher.h"
+#include "provider/cipher_ctx.h"
 
 /* Each including test uses only some of these helpers. */
 #pragma GCC diagnostic push
@@ -95,6 +95,7 @@ static int stream_init(stream *s, int nupd, size_t fixed_len)
     s->ctx.eng = eng;
     s->ctx.mode = ACC_MODE_CBC;
     s->ctx.enc = 1;
+    s->ctx.op = ACC_OP_CBC_ENC;
     s->ctx.key_set = s->ctx.iv_set = 1;
     memcpy(s->ctx.rawkey, s->key, s->ctx.keylen);
     memcpy(s->ctx.iv, s->iv0, 16);

@@ -167,6 +167,7 @@ static void ct_one(const acc_sha_kind *kind, const EVP_MD *md, unsigned ver, siz
     memset(&h, 0, sizeof(h));
     h.sha = kind;
     h.aes.mode = ACC_MODE_CBC;
+    h.aes.op = ACC_OP_CBC_DEC;
     h.aes.key_set = 1;
     h.payload_len = ACC_HMAC_NO_PAYLOAD;
     ct_hmac_set_mac_key(&h, mk, ms);
@@ -479,6 +480,7 @@ static void encrypt_paths(void)
                     h.aes.eng = engines[path];
                     h.aes.mode = ACC_MODE_CBC;
                     h.aes.enc = 1;
+                    h.aes.op = ACC_OP_CBC_ENC;
                     memcpy(h.aes.iv, iv, 16);
                     h.aes.key_set = engines[path]->set_key(&h.aes.ks, key, 16, 1);
                     h.payload_len = ACC_HMAC_NO_PAYLOAD;

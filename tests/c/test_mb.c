@@ -23,8 +23,8 @@ static void check(int cond, const char *what, int round, size_t i)
 
 static const EVP_CIPHER *evp_cipher(int op, int keybits)
 {
-    const char *mode = (op == ACC_MB_CTR) ? "CTR"
-                     : (op == ACC_MB_ECB_ENC || op == ACC_MB_ECB_DEC) ? "ECB" : "CBC";
+    const char *mode = (op == ACC_OP_CTR) ? "CTR"
+                     : (op == ACC_OP_ECB_ENC || op == ACC_OP_ECB_DEC) ? "ECB" : "CBC";
     static EVP_CIPHER *cache[3][3];
     int mi = mode[0] == 'C' ? (mode[1] == 'T' ? 2 : 1) : 0, ki = keybits / 64 - 2;
     char name[32];
@@ -41,7 +41,7 @@ static int reference(int op, const uint8_t *key, int keybits, const uint8_t *iv,
                      const uint8_t *in, uint8_t *out, size_t len, uint8_t newiv[16])
 {
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int enc = op == ACC_MB_CBC_ENC || op == ACC_MB_ECB_ENC || op == ACC_MB_CTR, ol = 0, ok;
+    int enc = op == ACC_OP_CBC_ENC || op == ACC_OP_ECB_ENC || op == ACC_OP_CTR, ol = 0, ok;
 
     ok = c != NULL && EVP_CipherInit_ex2(c, evp_cipher(op, keybits), key, iv, enc, NULL)
          && EVP_CIPHER_CTX_set_padding(c, 0)
@@ -97,10 +97,10 @@ static void pick_iv(tcase *t)
 
 static int run_round(int round, const acc_engine *eng, size_t n)
 {
-    static const int ops[] = { ACC_MB_CBC_ENC, ACC_MB_CBC_DEC, ACC_MB_ECB_ENC, ACC_MB_ECB_DEC, ACC_MB_CTR };
+    static const int ops[] = { ACC_OP_CBC_ENC, ACC_OP_CBC_DEC, ACC_OP_ECB_ENC, ACC_OP_ECB_DEC, ACC_OP_CTR };
     static const int kb[] = { 128, 192, 256 };
     tcase *t = calloc(n, sizeof(*t));
-    acc_mb_req *r = calloc(n, sizeof(*r));
+    acc_req *r = calloc(n, sizeof(*r));
     size_t i;
     int ok = t != NULL && r != NULL, res;
 
@@ -122,12 +122,12 @@ static int run_round(int round, const acc_engine *eng, size_t n)
             break;
         }
         RAND_bytes(t[i].in, (int)len);
-        int dec = t[i].op == ACC_MB_CBC_DEC || t[i].op == ACC_MB_ECB_DEC;
+        int dec = t[i].op == ACC_OP_CBC_DEC || t[i].op == ACC_OP_ECB_DEC;
         ok = eng->set_key(&t[i].ks, t[i].key, (size_t)t[i].keybits / 8, !dec);
-        int ecb = t[i].op == ACC_MB_ECB_ENC || t[i].op == ACC_MB_ECB_DEC;
+        int ecb = t[i].op == ACC_OP_ECB_ENC || t[i].op == ACC_OP_ECB_DEC;
         ok = ok && reference(t[i].op, t[i].key, t[i].keybits, ecb ? NULL : t[i].iv0,
                              t[i].in, t[i].ref, len, t[i].refiv);
-        r[i] = (acc_mb_req){ t[i].op, &t[i].ks, ecb ? NULL : t[i].iv, t[i].in, t[i].out, t[i].nblocks };
+        r[i] = (acc_req){ t[i].op, &t[i].ks, ecb ? NULL : t[i].iv, t[i].in, t[i].out, t[i].nblocks };
     }
     check(ok, "set-up (allocation, key schedule, reference)", round, 0);
     if (!ok)
@@ -135,7 +135,7 @@ static int run_round(int round, const acc_engine *eng, size_t n)
     res = ok && acc_mb_run(r, n);
     check(res, "acc_mb_run returned 1", round, n);
     for (i = 0; res && i < n; i++) {
-        int ecb = t[i].op == ACC_MB_ECB_ENC || t[i].op == ACC_MB_ECB_DEC;
+        int ecb = t[i].op == ACC_OP_ECB_ENC || t[i].op == ACC_OP_ECB_DEC;
 
         check(memcmp(t[i].out, t[i].ref, t[i].nblocks * 16) == 0, "output equals OpenSSL's", round, i);
         if (memcmp(t[i].out, t[i].ref, t[i].nblocks * 16) != 0 && failed <= 20)
@@ -161,7 +161,7 @@ static void bad_requests(const acc_engine *eng)
 {
     acc_aes_key ks;
     uint8_t key[16] = { 1 }, iv[16] = { 0 }, buf[32] = { 0 }, zero[32] = { 0 };
-    acc_mb_req r = { ACC_MB_CBC_DEC, &ks, iv, buf, buf, 2 };
+    acc_req r = { ACC_OP_CBC_DEC, &ks, iv, buf, buf, 2 };
 
     check(acc_mb_run(NULL, 0) == 1, "n = 0 is a successful no-op", -1, 0);
     check(acc_mb_run(NULL, 1) == 0, "NULL requests refused", -1, 0);
@@ -173,7 +173,7 @@ static void bad_requests(const acc_engine *eng)
     check(acc_mb_run(&r, 1) == 0, "decrypt without a decryption schedule refused", -1, 0);
     r.op = 99;
     check(acc_mb_run(&r, 1) == 0, "unknown op refused", -1, 0);
-    r.op = ACC_MB_CBC_ENC;
+    r.op = ACC_OP_CBC_ENC;
     r.iv = NULL;
     check(acc_mb_run(&r, 1) == 0, "CBC without IV refused", -1, 0);
     check(memcmp(buf, zero, sizeof(buf)) == 0, "refused requests wrote nothing", -1, 0);
