@@ -1,8 +1,9 @@
 """tests/test_engine_c.py: the inline AES engines through their C tests.
 
 build/tests/test_engine: accel/cpu/aesni.c (with and without VAES) and accel/cpu/evp_engine.c against
-OpenSSL's default provider: published vectors, random comparison, CTR carries, chaining, shared keys
-across threads, fork while threads hold a key; and no engine call reports failure.
+OpenSSL's default provider: published vectors, random comparison, CTR carries, chaining, the interface's
+other promises; build/tests/test_engine_threads: shared keys across threads, fork while threads hold a
+key. In both, no engine call reports failure.
 
 build/tests/test_engine_fail: failures inside the nested-EVP engine (the engine of CPUs without
 AES-NI), injected by EVP_CipherUpdate / EVP_CipherInit_ex2 defined in the test binary itself (no hook
@@ -15,6 +16,10 @@ from conftest import run_c_test
 
 def test_engines_against_openssl(openssl_env, seed):
     run_c_test("test_engine", dict(openssl_env, ACCELAES_TEST_SEED=str(seed)), timeout=300)
+
+
+def test_engines_shared_key_threads_and_fork(openssl_env, seed):
+    run_c_test("test_engine_threads", dict(openssl_env, ACCELAES_TEST_SEED=str(seed)), timeout=300)
 
 
 def test_nested_evp_engine_failures(openssl_env):

@@ -1,57 +1,9 @@
 /* tests/c/test_engine.c: the inline AES engines (accel/cpu/aesni.c with and without VAES, and
  * accel/cpu/evp_engine.c): published vectors, then randomized comparison with OpenSSL's default
- * provider. ACCELAES_TEST_SEED=N replays a run. The xmm path is tested by re-running this binary
- * with ACCELAES_NO_VAES=1 (the engine reads it once per process). */
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <pthread.h>
-#include <unistd.h>
-#include <sys/wait.h>
-#include <openssl/evp.h>
-#include "accel/engine.h"
-
-enum { ECB_ENC, ECB_DEC, CBC_ENC, CBC_DEC, CTR, NMODES };
-static const char *const mode_name[NMODES] = { "ecb-enc", "ecb-dec", "cbc-enc", "cbc-dec", "ctr" };
-
-static int passed, failed;
-
-static void check(int cond, const acc_engine *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void check(int cond, const acc_engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    if (cond) {
-        passed++;
-        return;
-    }
-    if (++failed <= 30) {
-        fprintf(stderr, "FAIL [%s] ", e->name);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-    }
-}
-
-/* ---- small utilities ---- */
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)                          /* xorshift64*: reproducible from the seed */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static void rnd_bytes(uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(rnd() >> 56);
-}
+ * provider, CTR carries, chained calls and the interface's other promises. Shared keys across
+ * threads and fork are tests/c/test_engine_threads.c; the driver (every engine, the xmm re-run with
+ * ACCELAES_NO_VAES=1, ACCELAES_TEST_SEED=N to replay) is tests/c/test_engine_common.h. */
+#include "tests/c/test_engine_common.h"
 
 static size_t unhex(const char *s, uint8_t *out)
 {
@@ -59,57 +11,6 @@ static size_t unhex(const char *s, uint8_t *out)
     for (; s[0] && s[1]; s += 2)
         sscanf(s, "%2hhx", &out[n++]);
     return n;
-}
-
-/* The test's own 128-bit big-endian increment, independent of the header's acc_ctr_add. */
-static void ctr_inc(uint8_t c[16])
-{
-    for (int i = 15; i >= 0 && ++c[i] == 0; i--)
-        ;
-}
-
-/* Engine calls that reported failure: none may (tests/c/test_engine_fail.c makes them fail).
- * Counted here, from any thread, and checked once per engine, not per call. */
-static int eng_failures;
-
-/* Run one engine call on a fresh key. */
-static void eng_run(const acc_engine *e, const acc_aes_key *k, int mode, const uint8_t *in,
-                    uint8_t *out, size_t n, uint8_t iv[16])
-{
-    int ok;
-
-    switch (mode) {
-    case ECB_ENC: ok = e->ecb_enc(k, in, out, n); break;
-    case ECB_DEC: ok = e->ecb_dec(k, in, out, n); break;
-    case CBC_ENC: ok = e->cbc_enc(k, in, out, n, iv); break;
-    case CBC_DEC: ok = e->cbc_dec(k, in, out, n, iv); break;
-    default:      ok = e->ctr(k, in, out, n, iv); break;
-    }
-    if (ok != 1)
-        __atomic_add_fetch(&eng_failures, 1, __ATOMIC_RELAXED);
-}
-
-/* ---- the reference: OpenSSL's default provider ---- */
-
-static int reference(int mode, const uint8_t *key, int keybits, const uint8_t *iv,
-                     const uint8_t *in, uint8_t *out, size_t n)
-{
-    static EVP_CIPHER *cache[3][3];
-    static const char *const m[3] = { "ECB", "CBC", "CTR" };
-    int mi = mode <= ECB_DEC ? 0 : mode <= CBC_DEC ? 1 : 2, ki = keybits / 64 - 2, ol = 0, ok;
-    char name[32];
-
-    if (cache[mi][ki] == NULL) {
-        snprintf(name, sizeof(name), "AES-%d-%s", keybits, m[mi]);
-        cache[mi][ki] = EVP_CIPHER_fetch(NULL, name, "provider=default");
-    }
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    ok = c != NULL && cache[mi][ki] != NULL
-         && EVP_CipherInit_ex2(c, cache[mi][ki], key, mi ? iv : NULL, mode != ECB_DEC && mode != CBC_DEC, NULL)
-         && EVP_CIPHER_CTX_set_padding(c, 0)
-         && (n == 0 || (EVP_CipherUpdate(c, out, &ol, in, (int)(16 * n)) && (size_t)ol == 16 * n));
-    EVP_CIPHER_CTX_free(c);
-    return ok;
 }
 
 /* The IV/counter an engine must leave behind, worked out without the engine. */
@@ -205,8 +106,8 @@ static void test_kat(const acc_engine *e)
 
 /* ---- randomized comparison with the default provider ---- */
 
-static uint8_t *g_in, *g_out, *g_ref;
 #define MAXBLOCKS 4099
+static uint8_t g_in[16 * MAXBLOCKS + 64], g_out[16 * MAXBLOCKS + 64], g_ref[16 * MAXBLOCKS + 64];
 
 /* One call on random key, IV and data; buffers misaligned by random offsets. */
 static void compare_one(const acc_engine *e, int mode, int keybits, size_t n, int inplace)
@@ -391,184 +292,16 @@ static void test_api(const acc_engine *e)
     e->free_key(&copy);
 }
 
-/* Several threads share one const key, each with its own output (the split path does this). */
-typedef struct thr_arg {
-    const acc_engine *e;
-    const acc_aes_key *k;
-    int mode, ok;
-    uint8_t iv[16], in[16 * 200], want[16 * 200], out[16 * 200];
-} thr_arg;
-
-static pthread_barrier_t thr_start;
-
-/* Many short calls (every mode is prefix-consistent, so n blocks must match the reference's
- * first n) give the threads many chances to meet inside one engine call. */
-static void *thr_main(void *p)
-{
-    thr_arg *a = p;
-    a->ok = 1;
-    pthread_barrier_wait(&thr_start);
-    for (size_t r = 0; r < 20000; r++) {
-        uint8_t iv[16];
-        size_t n = r % 16 ? 1 + r % 4 : 1 + (r * 7919) % 200;   /* mostly tiny: races show there */
-        memcpy(iv, a->iv, 16);
-        eng_run(a->e, a->k, a->mode, a->in, a->out, n, iv);
-        a->ok &= memcmp(a->out, a->want, 16 * n) == 0;
-    }
-    return NULL;
-}
-
-/* Fork while the threads are inside engine calls: the child holds copies of whatever they had
- * taken, with nobody left to give it back, and must still finish (alarm: a hang fails). */
-static void fork_while_busy(const acc_engine *e, const acc_aes_key *k, const thr_arg *a)
-{
-    for (int f = 0; f < 16; f++) {
-        usleep(300);
-        pid_t pid = fork();
-        if (pid == 0) {
-            uint8_t iv[16], out[16 * 200];
-            alarm(10);
-            for (int r = 0; r < 50; r++) {
-                memcpy(iv, a->iv, 16);
-                eng_run(e, k, a->mode, a->in, out, 200, iv);
-                if (memcmp(out, a->want, sizeof(out)) != 0)
-                    _exit(1);
-            }
-            _exit(0);
-        }
-        int status = -1;
-        if (pid > 0)
-            waitpid(pid, &status, 0);
-        check(status == 0, e, "engine call in a child forked while threads held the key "
-              "(wait status %d)", status);
-    }
-}
-
-static void test_threads(const acc_engine *e)
-{
-    enum { T = 6 };
-    static thr_arg a[T];
-    pthread_t th[T];
-    uint8_t key[16];
-    acc_aes_key k;
-
-    rnd_bytes(key, sizeof(key));
-    memset(&k, 0, sizeof(k));
-    if (!e->set_key(&k, key, 16, 0)) {
-        check(0, e, "threads set_key");
-        return;
-    }
-    for (int i = 0; i < T; i++) {
-        a[i].e = e, a[i].k = &k, a[i].mode = i < 4 ? CBC_ENC : i == 4 ? CTR : CBC_DEC;
-        rnd_bytes(a[i].iv, 16);
-        rnd_bytes(a[i].in, sizeof(a[i].in));
-        if (!reference(a[i].mode, key, 128, a[i].iv, a[i].in, a[i].want, 200))
-            check(0, e, "threads reference");
-    }
-    pthread_barrier_init(&thr_start, NULL, T + 1);
-    for (int i = 0; i < T; i++)
-        pthread_create(&th[i], NULL, thr_main, &a[i]);
-    pthread_barrier_wait(&thr_start);
-    fork_while_busy(e, &k, &a[T - 1]);
-    for (int i = 0; i < T; i++) {
-        pthread_join(th[i], NULL);
-        check(a[i].ok, e, "thread %d (%s) on a shared key", i, mode_name[a[i].mode]);
-    }
-    pthread_barrier_destroy(&thr_start);
-    e->free_key(&k);
-}
-
 static void test_engine(const acc_engine *e)
 {
-    int before = failed;
-    __atomic_store_n(&eng_failures, 0, __ATOMIC_RELAXED);
     test_kat(e);
     test_random(e);
     test_ctr_edges(e);
     test_chain(e);
     test_api(e);
-    test_threads(e);
-    check(__atomic_load_n(&eng_failures, __ATOMIC_RELAXED) == 0, e, "%d engine calls returned failure",
-          eng_failures);
-    printf("engine %s: %s\n", e->name, failed == before ? "ok" : "FAILED");
-}
-
-/* ---- the xmm re-run: this binary again, with ACCELAES_NO_VAES=1 ---- */
-
-static void run_xmm_child(uint64_t seed)
-{
-    char line[256], sseed[32];
-    int fd[2], p = 0, f = -1, status = 0;
-
-    snprintf(sseed, sizeof(sseed), "%llu", (unsigned long long)seed);
-    fflush(stdout);
-    if (pipe(fd) != 0) {
-        check(0, acc_engine_aesni(), "pipe for the xmm re-run");
-        return;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        setenv("ACCELAES_NO_VAES", "1", 1);
-        setenv("ACCELAES_FORCE_EVP_ENGINE", "1", 1);
-        setenv("ACCELAES_TEST_SEED", sseed, 1);
-        execl("/proc/self/exe", "test_engine", "--child", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    FILE *fp = fdopen(fd[0], "r");
-    while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
-        printf("  [xmm re-run] %s", line);
-        sscanf(line, "%d passed, %d failed", &p, &f);
-    }
-    if (fp != NULL)
-        fclose(fp);
-    waitpid(pid, &status, 0);
-    passed += p;
-    if (f < 0 || !WIFEXITED(status))
-        check(0, acc_engine_aesni(), "xmm re-run did not finish (status %d)", status);
-    else if (f > 0)
-        failed += f;
-    else if (WEXITSTATUS(status) != 0)
-        check(0, acc_engine_aesni(), "xmm re-run exited with %d", WEXITSTATUS(status));
 }
 
 int main(int argc, char **argv)
 {
-    int child = argc > 1 && strcmp(argv[1], "--child") == 0;
-    const char *s = getenv("ACCELAES_TEST_SEED"), *force = getenv("ACCELAES_FORCE_EVP_ENGINE");
-    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    const acc_engine *ni = acc_engine_aesni(), *evp = acc_engine_evp();
-    int forced = force != NULL && strcmp(force, "1") == 0;
-
-    rng_state = seed | 1;
-    printf("seed %llu (replay: ACCELAES_TEST_SEED=%llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    g_in = malloc(16 * MAXBLOCKS + 64);
-    g_out = malloc(16 * MAXBLOCKS + 64);
-    g_ref = malloc(16 * MAXBLOCKS + 64);
-    if (!g_in || !g_out || !g_ref || !evp) {
-        printf("0 passed, 1 failed\n");
-        return 1;
-    }
-    if (ni != NULL)
-        test_engine(ni);
-    else
-        printf("skip: AES-NI engine: this CPU has no AES-NI\n");
-    if (child) {
-        check(ni == NULL || strcmp(ni->name, "aesni") == 0, evp, "ACCELAES_NO_VAES=1 ignored");
-    } else {
-        test_engine(evp);
-        if (ni != NULL && strcmp(ni->name, "aesni-vaes") == 0)
-            run_xmm_child(seed);
-        else
-            printf("skip: xmm re-run: %s\n", ni ? "no VAES/AVX-512 here, the xmm engine ran above"
-                                                : "no AES-NI");
-    }
-    check(acc_engine_default() == ((forced || child || !ni) ? evp : ni), evp,
-          "acc_engine_default() is %s", acc_engine_default()->name);
-    free(g_in), free(g_out), free(g_ref);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return engine_test_main(argc, argv, "test_engine", test_engine);
 }
