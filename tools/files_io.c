@@ -147,8 +147,8 @@ static int start_stream(struct slot *s)
 
 /* Writes len bytes of output, the IV in front of the first (one writev). The first piece read is IVLEN bytes short
  * of a whole one, so every write starts on a piece boundary of the output: ext4 then gives the page cache folios as
- * large as the writes (64 KiB), where writes 16 bytes off the boundary made most of them single pages (12 ms more
- * kernel time on the 36 MB directory; bench/results/files-ext4.md). */
+ * large as the writes (64 KiB), where writes 16 bytes off the boundary make most of them smaller, at a cost in kernel
+ * time (bench/results/files-ext4.md). */
 static int put(struct slot *s, const unsigned char *buf, size_t len)
 {
     struct iovec v[2] = { { s->iv, IVLEN }, { (void *)buf, len } };
@@ -281,7 +281,7 @@ struct files_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, 
 /* Looks for an output that exists already (s->exists: then the new one goes straight to replace_output). If all of
  * its page cache is clean, that is dropped now, before the new output is written, so that the page freeing happens
  * before the new output's pages are taken rather than in the reaper's unlink, which then has only blocks to free
- * (bench/results/files-ext4.md: neutral to 5% faster). Dirty pages are left alone: DONTNEED would start writing back
+ * (bench/results/files-ext4.md: a small gain at best). Dirty pages are left alone: DONTNEED would start writing back
  * a file that is about to go. The old output stays complete on disk; a reader meanwhile reads it from there. Opened
  * like an input (O_NOFOLLOW, O_NONBLOCK, O_NOCTTY), whatever it is: a device node there could only have been put
  * there by someone who may open it (mknod needs CAP_MKNOD, a hard link its owner or access: protected_hardlinks). */
@@ -320,12 +320,12 @@ static int link_fd(struct run *r, int fd, int dir, const char *name)
 /* Puts the complete output, linked under the hidden name tmp, in place of OUT_DIR's `name` in one step: readers see
  * the old file or the new one, never neither. An existing output is swapped out with RENAME_EXCHANGE rather than
  * renamed over: on ext4, a rename that replaces a file flushes the new file's delayed allocation at once
- * (auto_da_alloc: block allocation and I/O submission in this thread, about 1 ms per MB here), and unlinking the old
- * one waits for its blocks' discard; the swap does neither. The old output, now under tmp, goes to files_reap, which
- * unlinks it off the workers' path (a kill before that leaves it, complete, for the next run to remove). A directory
- * found where the output belongs is swapped back and refused (EISDIR, as rename would); a symbolic link there is
- * replaced, never followed. exists: the name is known to be taken (linkat said EEXIST). On success tmp is used up
- * (NULL); on failure the caller removes it. */
+ * (auto_da_alloc: block allocation and I/O submission in this thread), and unlinking the old one waits for its
+ * blocks' discard; the swap does neither (bench/results/files-ext4.md). The old output, now under tmp, goes to
+ * files_reap, which unlinks it off the workers' path (a kill before that leaves it, complete, for the next run to
+ * remove). A directory found where the output belongs is swapped back and refused (EISDIR, as rename would); a
+ * symbolic link there is replaced, never followed. exists: the name is known to be taken (linkat said EEXIST). On
+ * success tmp is used up (NULL); on failure the caller removes it. */
 static int replace_output(struct slot *s, char **tmp, int exists)
 {
     const char *name = s->job->name;

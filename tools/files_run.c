@@ -251,7 +251,7 @@ static int run_transform(struct slot *s)
  * when it is full, or when a resumed job finds that nobody joined since it paused, which is what resuming the
  * paused jobs in turn does once all have been started. The I/O stays outside the jobs, so that a job runs the EVP
  * update alone (OpenSSL 3.0 gives a job a 32 KiB stack) and so that the updates are not spread out by reads and
- * writes in between, which let the provider's ~50 us batch wait run out (bench/results/files-*.md: 20-25% slower).
+ * writes in between, which let the provider's batch wait run out (slower: bench/results/files-async.md).
  * Every pause of the batch may be resumed at once (its wait fd is always readable), so the thread polls instead of
  * sleeping in select, as `openssl speed -async_jobs` does. */
 static void worker_async(struct worker *w)
@@ -354,10 +354,9 @@ static void worker_teardown(struct worker *w)
 }
 
 /* Makes room for `need` descriptors now, while this process has one thread. Growing the descriptor table of a
- * process with several threads waits for an RCU grace period (the kernel's expand_fdtable): 8-32 ms measured each
- * time it doubles past 64, 128, 256, 512 entries, as long as the whole run (bench/results/files-async.md). The table
- * never shrinks, so one descriptor placed high and closed again is enough. Returns how many descriptors the limit
- * (RLIMIT_NOFILE) allows. */
+ * process with several threads waits for an RCU grace period (the kernel's expand_fdtable) each time it doubles, a
+ * stall on the scale of a whole run (bench/results/files-async.md). The table never shrinks, so one descriptor
+ * placed high and closed again is enough. Returns how many descriptors the limit (RLIMIT_NOFILE) allows. */
 static long reserve_fds(long need)
 {
     struct rlimit rl;

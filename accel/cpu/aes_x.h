@@ -17,9 +17,8 @@
 #define INLINE   static inline __attribute__((always_inline))
 
 /* Below this many blocks the xmm code, one straight-line group of n blocks, beats the zmm code
- * (a zmm register chain has about 2 cycles more latency than an xmm one). Measured per EVP call on
- * Zen 4, AES-128, against 5: 80 B CBC-decrypt 16.5 -> 14.1 ns, ECB 14.4 -> 13.7 ns, CTR 19.5 -> 16.6
- * ns; 96 B alike; from 8 blocks on the zmm code wins. */
+ * (a zmm register chain has more latency than an xmm one); from 8 blocks on the zmm code wins
+ * (bench/results/engine-notes.md). */
 #define VAES_MIN 8
 
 /* ------------------------------------------------------------------------------------------
@@ -57,8 +56,8 @@ static inline size_t ctr_span(uint64_t lo, size_t n)
 
 /* The middle rounds (1 .. rounds-1) on x[0..n-1], n independent chains in flight. Below eight
  * blocks the rounds are straight-line code: a short request is latency-bound, and a loop around its
- * rounds measured 1-6 cycles more per call (16-64 byte requests on Zen 4; the straight line issues
- * every round-key load at once). Rounds 10-13 exist for 192/256-bit keys. */
+ * rounds costs cycles per call that the straight line, which issues every round-key load at once,
+ * does not (bench/results/engine-notes.md). Rounds 10-13 exist for 192/256-bit keys. */
 TGT_NI INLINE void x_rounds(const uint8_t *rk, int rounds, __m128i *x, int n, int dec)
 {
     if (n < 8) {
@@ -197,7 +196,7 @@ TGT_NI INLINE void x_ctr_n(const uint8_t *rk, int rounds, const uint8_t *in, uin
 
 /* Eight blocks whose counter starts with its low three bits clear: adding j < 8 then only sets
  * bits of the last byte, an XOR, which commutes with the whitening. So one byte swap and one
- * whitening serve the group, leaving more of the vector ports to aesenc (+3% on Zen 4). */
+ * whitening serve the group, leaving more of the vector ports to aesenc. */
 TGT_NI INLINE void x_ctr8_aligned(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out,
                                   __m128i *ctr)
 {

@@ -3,9 +3,8 @@
  *
  * Its own manager, not mb.c's: mb.c's is the widest one init_mb_mgr_auto picks (VAES lanes for
  * CBC), whose SHA runs in AVX-512 lanes; on a CPU with SHA-NI the SSE manager runs two SHA-NI
- * streams interleaved instead. Measured on this EPYC (bench/results/tls-multiblock.md): 8 x 16 KB
- * HMAC-SHA1 3.3 GB/s on the SSE manager against 3.6 (8 messages) / 1.8 (4) on the AVX-512 one,
- * HMAC-SHA256 3.2 against 1.8; OpenSSL's one-stream SHA-NI SHA1 1.8 GB/s. */
+ * streams interleaved instead: nearly as fast as the AVX-512 lanes with 8 messages, twice as fast
+ * with 4, and faster for SHA-256 (bench/results/engine-notes.md). */
 #include "accel/mb.h"
 
 #ifndef HAVE_IPSECMB

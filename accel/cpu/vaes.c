@@ -1,9 +1,8 @@
 /* accel/cpu/vaes.c: the VAES engine's block code: four blocks per zmm instruction, up to eight
  * registers (32 blocks) in flight. Each mode is compiled once per key size, so the round count is a
  * constant: the rounds unroll, and the round keys are broadcast into registers once per call and
- * stay there (the generic loop reloaded a key every round of every group). Below VAES_MIN blocks
- * the xmm code of aes_x.h runs instead. Key schedules, the engine table and the CPU checks are in
- * aesni.c. */
+ * stay there, rather than reloaded every round of every group. Below VAES_MIN blocks the xmm code
+ * of aes_x.h runs instead. Key schedules, the engine table and the CPU checks are in aesni.c. */
 #include "accel/cpu/aes_x.h"
 
 #define NREG 8
@@ -205,7 +204,7 @@ TGT_VAES INLINE void z_ctr(const uint8_t *rk, int rounds, const uint8_t *in, uin
 
 /* ------------------------------------------------------------------------------------------
  * One out-of-line copy per mode and key size: each saves only the registers it uses, where one
- * function holding all three paid the largest one's stack frame on every call.
+ * function holding all three would pay the largest one's stack frame on every call.
  * ------------------------------------------------------------------------------------------ */
 
 #define PER_KEY_SIZE(r)                                                                    \
@@ -233,10 +232,10 @@ PER_KEY_SIZE(14)
 /* ECB and CBC decryption of a small request in place are one serial chain per call when the
  * caller feeds each output back in (openssl speed does): the next call's loads wait for this one's
  * stores, and a zmm store that straddles a cache line (a buffer aligned to 16 bytes, not 64, as
- * malloc gives) does not forward to the next call's load: 256 B ECB 9.1 GB/s at 16 mod 64 against
- * 10.4 aligned. So a small request whose input and output sit alike off a 64-byte boundary runs
- * its first blocks up to that boundary on xmm, whose 16-byte accesses never straddle one, and the
- * rest on zmm at aligned addresses. Larger requests are throughput-bound and go straight to zmm.
+ * malloc gives) does not forward to the next call's load (bench/results/engine-notes.md). So a
+ * small request whose input and output sit alike off a 64-byte boundary runs its first blocks up
+ * to that boundary on xmm, whose 16-byte accesses never straddle one, and the rest on zmm at
+ * aligned addresses. Larger requests are throughput-bound and go straight to zmm.
  * Returns the blocks to run on xmm first (all n below VAES_MIN). */
 static inline size_t xmm_head(size_t n, const uint8_t *in, const uint8_t *out)
 {
