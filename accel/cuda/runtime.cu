@@ -236,22 +236,20 @@ static int init_device(void)
     acc_cu.numa_node = gpu_numa_node(&p);
     snprintf(acc_cu.name, sizeof(acc_cu.name), "%.63s", p.name);
     /* Slots are concurrent callers, each with its own host thread doing the copies, and the host
-     * side is what limits a request (H100: 2 slots 7.8 GB/s, 4 slots 10.3 GB/s for 4 callers). */
+     * side is what limits a request, so more slots serve more callers (bench/results/cuda-design.md). */
     acc_cu.nslots = (int)env_long("ACCELAES_CUDA_SLOTS", 4, 1, ACC_CU_MAXSLOTS);
     acc_cu.nbuf = (int)env_long("ACCELAES_CUDA_STREAMS", 3, 2, ACC_CU_MAXBUF);
-    /* 4 MiB chunks: big enough that launch and copy set-up (~10 us) are noise, small enough
+    /* 4 MiB chunks: big enough that launch and copy set-up are noise, small enough
      * that the first chunk's copy-in overlaps little work and the pool stays modest. */
     acc_cu.chunk = (size_t)env_long("ACCELAES_CUDA_CHUNK_KB", 4096, 64, 65536) * 1024;
     acc_cu.fail_after = env_long("ACCELAES_CUDA_FAIL_AFTER", -1, 0, 1L << 40);
     acc_cu.adapt = (int)env_long("ACCELAES_CUDA_ADAPT", 1, 0, 1);
-    /* 3 (run 3's choice) measured as well as or better than 8 and 16 with the host team (run 4,
-     * H100 host, 1 and 16 MiB, e.g. ECB-128 16 MiB 22.3 / 18.2-18.7 / 19.2 GB/s): more, smaller chunks
-     * cost more in per-chunk set-up and hand-offs than they save in ring fill and drain. */
+    /* 3 chunks for a small group: more, smaller chunks cost more in per-chunk set-up and hand-offs
+     * than they save in ring fill and drain (bench/results/cuda-design.md). */
     acc_cu.split = (int)env_long("ACCELAES_CUDA_SPLIT", 3, 1, 64);
-    /* One thread cannot keep up with PCIe: on the H100 host one thread copies 8.6 GB/s and XORs
-     * 5.6-7.3 GB/s against 55 GB/s per direction, 8 threads 47 and 33 GB/s (run 4), so a chunk's
-     * host work is split over a team. Half the online CPUs at most (8 by default), leaving the rest
-     * to the application and the CPU pool; every helper costs CPU time (see gpu-h100.md, run 4). */
+    /* One thread's copies and XORs fall far short of a PCIe direction, so a chunk's host work is
+     * split over a team. Half the online CPUs at most (8 by default), leaving the rest to the
+     * application and the CPU pool; every helper costs CPU time (bench/results/cuda-design.md). */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     long def_threads = ncpu / 2 < 8 ? ncpu / 2 : 8;
     acc_cu.host_threads = (int)env_long("ACCELAES_CUDA_HOST_THREADS", def_threads < 1 ? 1 : def_threads, 1,
