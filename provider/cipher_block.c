@@ -121,7 +121,7 @@ static __attribute__((noinline)) int block_update_general(acc_cipher_ctx *c, uns
     if (c->tlsversion > 0 && c->key_set)
         return acc_tls_update(c, out, outl, outsize, in, inl);
     /* EVP hands a negative int length down as SIZE_MAX - k: the sum below must not wrap. Refused
-     * by check_call, as if all of it were due (it fails at the latest on the int-sized result). */
+     * by the call check, as if all of it were due (it fails at the latest on the int-sized result). */
     if (inl > (size_t)INT_MAX)
         return acc_cipher_check_call(c, out, inl, outsize, in, inl);
     total = c->bufsz + inl;

@@ -14,7 +14,7 @@
 
 /* Bytes read per step. One file at a time per thread: 1 MiB (fewer system calls). Many files in flight per thread
  * (ASYNC jobs whose CBC-encrypt updates share the provider's multi-buffer lanes): each holds a piece, encrypted in
- * place; 32, 64 and 128 KiB measured the same (bench/results/files-*.md), and 64 KiB keeps a thread's 16 pieces
+ * place; the piece size hardly matters (bench/results/files-*.md), and 64 KiB keeps a thread's 16 pieces
  * within a 1 MiB L2. */
 #define PIECE_SYNC (1u << 20)
 #define PIECE_ASYNC (64u << 10)
@@ -24,8 +24,8 @@
 #define JOBS_DEFAULT 16
 #define JOBS_MAX 64
 /* Threads that unlink replaced outputs (files_reap). Most of an unlink's time is the wait for the discard of the old
- * file's blocks (ext4 mounted with -o discard and no journal: synchronous), and those waits overlap: 50 unlinks of
- * 2.5 MB took 2.1-3.8 ms each on one thread, 0.6 ms each on four (bench/results/files-ext4.md). */
+ * file's blocks (ext4 mounted with -o discard and no journal: synchronous), and those waits overlap across threads
+ * (bench/results/files-ext4.md). */
 #define REAPERS 4
 
 /* A directory of the tree: IN_DIR/rel and OUT_DIR/rel, reached only through descriptors opened one name at a time
