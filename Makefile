@@ -98,7 +98,8 @@ $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD
 $(BUILD)/accelaes-test-engine.so: tests/fake_engine.c
 	$(CC) $(CFLAGS) -fvisibility=default -Wno-deprecated-declarations -shared -o $@ $< -lcrypto
 
-# tests/c/*.h are the C tests' shared helpers (test_*_common.h), not test programs of their own.
+# tests/c/*.h are the C tests' helpers (test_*_common.h shared, the others a section of one test), not test
+# programs of their own.
 $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(BUILD)/libaccelaes.a $(TESTLIB_OBJ)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
