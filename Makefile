@@ -121,7 +121,8 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 # the cores) pay; each takes a whole test file at a time, whose tests share module fixtures (servers, the fuzz
 # corpus replay's build). Tests marked machine_wide run alone (tests/conftest.py). Without xdist: one process.
 CHECK_JOBS ?= 4
-PYTEST_PLAIN = if $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_JOBS) --dist loadfile"; \
+PYTEST_PLAIN = if [ "$(CHECK_JOBS)" = 0 ]; then par=""; \
+  elif $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_JOBS) --dist loadfile"; \
   else par=""; echo "note: pytest-xdist not installed: the suite runs in one process (make test-deps)" >&2; fi; \
   echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/"; \
   ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/
@@ -129,13 +130,20 @@ PYTEST_PLAIN = if $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_
 check: all test-deps
 	@$(PYTEST_PLAIN)
 
-# `make test`: the plain suite (as make check runs it), then the same C and pytest suites on an
-# AddressSanitizer+UBSan build, then the committed fuzz corpus and a bounded differential fuzzing run
-# (CI runs exactly this).
+# `make test`: the plain suite (as make check runs it, but in one process: the timing-bound tests then
+# never share the two cores with other tests, which is what CI wants), then the same C and pytest suites
+# on an AddressSanitizer+UBSan build, then the committed fuzz corpus and a bounded differential fuzzing
+# run (CI runs exactly this).
 test: all test-deps
-	@$(PYTEST_PLAIN)
+	@$(MAKE) --no-print-directory check CHECK_JOBS=0
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz-smoke
+
+# `make style [STYLE_BASE=origin/main]`: clang-format (.clang-format) on the C and CUDA lines changed since
+# STYLE_BASE (default HEAD: the uncommitted changes), never on whole existing files (tools/style-check.sh).
+.PHONY: style
+style:
+	sh tools/style-check.sh $(STYLE_BASE)
 
 # `make test-compat`: peer projects' suites, each run without and with conf/accelaes.cnf
 # (OPENSSL_MODULES=$(BUILD)), and every test case must end the same way in both: OpenSSL's

@@ -10,7 +10,7 @@ for p in libssl-dev libipsec-mb-dev libnuma-dev libseccomp-dev openssl; do have_
 if [ "$what" = test ]; then
   # clang + libclang-rt-dev: libFuzzer for fuzz/ (make fuzz, make fuzz-smoke)
   # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
-  for p in curl python3 valgrind clang libclang-rt-dev openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
+  for p in curl python3 valgrind clang libclang-rt-dev clang-format openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
   # make check runs the suite in pytest-xdist workers: Debian's where pytest itself is Debian's, else PyPI's (below)
   case $(${PYTHON:-python3} -c 'import pytest; print(pytest.__file__)' 2>/dev/null) in
     /usr/lib/python3/*) ${PYTHON:-python3} -c 'import xdist' 2>/dev/null || have_pkg python3-pytest-xdist \
