@@ -7,7 +7,8 @@
  *
  * Build: make build/bench/evp_small
  * Run:   OPENSSL_MODULES=build build/bench/evp_small [-r ROUNDS] [BYTES...]   (default 151 rounds; 16 64 256)
- *        OPENSSL_MODULES=build build/bench/evp_small -c AES-128-CBC:dec 16      (one cipher and direction) */
+ *        OPENSSL_MODULES=build build/bench/evp_small -c AES-128-CBC:dec 16      (one cipher and direction)
+ *        ... -o 16: the buffer 16 bytes past a 64-byte boundary (0..63; 0 by default), as malloc may place it */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +31,12 @@ static int cmp_double(const void *a, const void *b)
 
 /* One cipher, direction and size: fills best[2] (min ns per call: default, accelaes) and returns the
  * median of the per-round ratios default / accelaes. */
+static size_t buf_off;   /* -o: where the buffer starts past a 64-byte boundary */
+
 static double measure(EVP_CIPHER *c[2], int dec, size_t len, int rounds, double best[2])
 {
-    static unsigned char key[32], iv[16], buf[2][16384 + 64] __attribute__((aligned(64)));
+    static unsigned char key[32], iv[16], mem[2][16384 + 128] __attribute__((aligned(64)));
+    unsigned char *buf[2] = { mem[0] + buf_off, mem[1] + buf_off };
     long iters = (long)(20000 / (1 + len / 256));
     EVP_CIPHER_CTX *ctx[2];
     double *ratio = malloc(sizeof(double) * (size_t)rounds);
@@ -79,6 +83,8 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+            buf_off = strtoul(argv[++i], NULL, 10) % 64;
         else {
             if (!given)               /* sizes on the command line replace the defaults */
                 nsizes = 0, given = 1;
@@ -98,7 +104,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot load accelaes (set OPENSSL_MODULES)\n");
         return 1;
     }
-    printf("%d alternated rounds per line; ns per EVP_CipherUpdate, the minimum over the rounds\n", rounds);
+    printf("%d alternated rounds per line; ns per EVP_CipherUpdate, the minimum over the rounds; buffer at 64k+%zu\n",
+           rounds, buf_off);
     printf("%-12s %4s %6s %10s %11s %9s %12s\n", "cipher", "dir", "bytes", "default ns", "accelaes ns",
            "min ratio", "median ratio");
     for (size_t n = 0; n < sizeof(all) / sizeof(all[0]); n++) {

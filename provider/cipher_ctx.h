@@ -47,9 +47,10 @@ typedef struct acc_cipher_ctx {
     int key_set, iv_set;
     int pad;                      /* PKCS#7 padding (ECB/CBC) */
     int updated;                  /* an update has run since init (for final checks) */
-    uint8_t oiv[16];              /* the IV given at init */
-    uint8_t iv[16];               /* current IV (CBC) or counter block (CTR) */
-    uint8_t buf[16];              /* ECB/CBC: partial block held back; CTR: current keystream block */
+    /* 16-byte aligned: the engines load and store the IV / counter as one vector on every call. */
+    uint8_t oiv[16] __attribute__((aligned(16))); /* the IV given at init */
+    uint8_t iv[16] __attribute__((aligned(16)));  /* current IV (CBC) or counter block (CTR) */
+    uint8_t buf[16] __attribute__((aligned(16))); /* ECB/CBC: held-back partial block; CTR: keystream */
     size_t bufsz;                 /* ECB/CBC: bytes in buf */
     unsigned int num;             /* CTR: bytes of the keystream block in buf already used (0..15) */
     /* Inline bytes and requests not yet published to the scheduler's counters: small calls
