@@ -151,7 +151,10 @@ int EVP_CipherInit_ex2(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, const unsi
 
 /* ======================== References ======================== */
 
+/* The operations as table indexes: acc_op (accel/engine.h) minus one. */
 enum { ECB_ENC, ECB_DEC, CBC_ENC, CBC_DEC, CTR, NMODES };
+_Static_assert(ECB_ENC + 1 == ACC_OP_ECB_ENC && CBC_DEC + 1 == ACC_OP_CBC_DEC && CTR + 1 == ACC_OP_CTR,
+               "the test's modes follow acc_op");
 static const char *const mode_name[NMODES] = { "ecb-enc", "ecb-dec", "cbc-enc", "cbc-dec", "ctr" };
 static const char *const evp_name[NMODES] = { "AES-128-ECB", "AES-128-ECB", "AES-128-CBC",
                                               "AES-128-CBC", "AES-128-CTR" };
@@ -185,13 +188,9 @@ static int reference(int mode, const uint8_t *key, const uint8_t *iv, const uint
 static int eng_call(const acc_engine *e, const acc_aes_key *k, int mode, const uint8_t *in,
                     uint8_t *out, size_t n, uint8_t iv[16])
 {
-    switch (mode) {
-    case ECB_ENC: return e->ecb_enc(k, in, out, n);
-    case ECB_DEC: return e->ecb_dec(k, in, out, n);
-    case CBC_ENC: return e->cbc_enc(k, in, out, n, iv);
-    case CBC_DEC: return e->cbc_dec(k, in, out, n, iv);
-    default:      return e->ctr(k, in, out, n, iv);
-    }
+    acc_req r = { (acc_op)(mode + 1), k, iv, in, out, n };   /* the provider's one dispatcher */
+
+    return acc_engine_run(e, &r);
 }
 
 static int all_zero(const uint8_t *p, size_t n)
