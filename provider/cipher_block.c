@@ -162,8 +162,8 @@ static __attribute__((noinline)) int block_update_general(acc_cipher_ctx *c, uns
     return 1;
 }
 
-int acc_block_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
-                            const unsigned char *in, size_t inl)
+int acc_block_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
+                     size_t inl)
 {
     acc_cipher_ctx *c = vctx;
 
@@ -286,8 +286,8 @@ static int ctr_run(acc_cipher_ctx *c, uint8_t *out, const uint8_t *in, size_t le
     return 1;
 }
 
-int acc_stream_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
-                             const unsigned char *in, size_t inl)
+int acc_stream_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
+                      size_t inl)
 {
     acc_cipher_ctx *c = vctx;
 
@@ -310,30 +310,25 @@ int acc_stream_final(void *vctx, unsigned char *out, size_t *outl, size_t outsiz
     return 1;
 }
 
-/* EVP_Cipher: the caller's data as it is, no buffering and no padding. */
-int acc_block_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
-                      const unsigned char *in, size_t inl)
+/* EVP_Cipher: the caller's data as it is, no buffering and no padding (CTR: as an update). */
+int acc_block_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
+                     size_t inl)
 {
     acc_cipher_ctx *c = vctx;
 
+    if (c->mode == ACC_MODE_CTR)
+        return acc_stream_update(vctx, out, outl, outsize, in, inl);
     if (!acc_cipher_check_call(c, out, inl, outsize, in, inl))
         return 0;
-    if (c->mode == ACC_MODE_CTR) {
-        if (inl > 0 && !ctr_run(c, out, in, inl))
-            return 0;
-    } else {
-        /* The default provider returns success here having left a partial ECB block as it was,
-         * or written a whole CBC block for it: refused, with our own reason. */
-        if (inl % ACC_AES_BLOCK != 0) {
-            acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH,
-                      "EVP_Cipher on %s needs whole 16-byte blocks, got %zu bytes",
-                      c->mode == ACC_MODE_CBC ? "CBC" : "ECB", inl);
-            return 0;
-        }
-        if (inl > 0 && !run_blocks(c, in, out, inl))
-            return 0;
+    /* The default provider returns success here having left a partial ECB block as it was, or
+     * written a whole CBC block for it: refused, with our own reason. */
+    if (inl % ACC_AES_BLOCK != 0) {
+        acc_raise(ACC_R_WRONG_FINAL_BLOCK_LENGTH, "EVP_Cipher on %s needs whole 16-byte blocks, got %zu bytes",
+                  c->mode == ACC_MODE_CBC ? "CBC" : "ECB", inl);
+        return 0;
     }
+    if (inl > 0 && !run_blocks(c, in, out, inl))
+        return 0;
     *outl = inl;
     return 1;
 }
-
