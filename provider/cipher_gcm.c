@@ -59,6 +59,23 @@ static void gcm_on_free(acc_cipher_ctx *c)
 
 /* ======================== Init ======================== */
 
+/* The same key again keeps its tables: ipsec-mb's key set-up (round keys and 48 powers of H)
+ * costs more than a small record, and callers such as openssl speed give the key with every
+ * record's IV. Compared in constant time; rawkey is cleansed with the context. */
+static int gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen)
+{
+    if (g->key_set && CRYPTO_memcmp(g->base.rawkey, key, keylen) == 0)
+        return 1;
+    g->key_set = 0;
+    if (!g->geng->set_key(&g->st, key, keylen)) {
+        acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine could not set up the key", g->geng->name);
+        return 0;
+    }
+    memcpy(g->base.rawkey, key, keylen);
+    g->key_set = 1;
+    return 1;
+}
+
 static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
                     const OSSL_PARAM params[], int enc)
 {
@@ -80,14 +97,10 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
                       g->base.keylen);
             return 0;
         }
-        g->key_set = 0;
-        g->started = 0;   /* the engine's message goes with the old key */
-        if (!g->geng->set_key(&g->st, key, keylen)) {
-            acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine could not set up the key", g->geng->name);
-            return 0;
-        }
-        g->key_set = 1;
+        g->started = 0;   /* a message in flight ends with any key given */
         g->tls_enc_records = 0;
+        if (!gcm_set_key(g, key, keylen))
+            return 0;
     }
     return acc_gcm_set_ctx_params(g, params);
 }

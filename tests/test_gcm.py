@@ -426,3 +426,23 @@ def test_fallback_engine_differential(openssl_env, require_provider):
 def _no_recursion(request):
     if os.environ.get("ACCELAES_GCM_CHILD") == "1" and request.node.name.startswith("test_fallback"):
         pytest.skip("already the fallback run")
+
+
+def test_rekey_same_context(pair):
+    """One context re-keyed per record (as openssl speed does; the same key keeps its tables) and with
+    other keys in between: every record as the default's."""
+    p = pair("AES-192-GCM")
+    rng = random.Random(7)
+    keys = [rng.randbytes(24) for _ in range(3)]
+    outs = []
+    for cipher in (p.test, p.ref):
+        ctx = evp.CipherCtx()
+        assert ctx.raw_init(cipher, None, None, 1)
+        g = Gcm.__new__(Gcm)
+        g.ctx = ctx
+        got = []
+        for i in range(12):
+            assert ctx.raw_init(None, keys[i % 3 if i % 4 else 0], bytes([i]) * 12, 1)
+            got.append((g.aad(b"hdr" * i), g.data(bytes(range(i * 7))), g.final(), g.get_tag()))
+        outs.append(got)
+    assert outs[0] == outs[1]
