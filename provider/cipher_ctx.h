@@ -15,7 +15,7 @@
 struct acc_prov_ctx;
 struct acc_cipher_ctx;
 
-typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5 } acc_mode;  /* = EVP_CIPH_*_MODE */
+typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5, ACC_MODE_GCM = 6 } acc_mode; /* EVP_CIPH_*_MODE */
 
 /* What a cipher is, and what it does beyond the core. Hooks may be NULL. */
 typedef struct acc_cipher_kind {
@@ -23,6 +23,7 @@ typedef struct acc_cipher_kind {
     size_t keylen;              /* bytes: 16, 24, 32 */
     size_t ctx_size;            /* the context to allocate, an acc_cipher_ctx first */
     int aead, tls1_multiblock;  /* the flags get_params reports */
+    int custom_iv;              /* likewise: the cipher handles its IV itself (GCM) */
     int dup_raises;             /* a failed dupctx raises a malloc error (the default's plain AES does) */
     void (*on_new)(struct acc_cipher_ctx *c);
     /* a new key was given: state that goes with the old key goes (before the schedule is made) */
@@ -72,7 +73,8 @@ typedef struct acc_cipher_ctx {
 
 static inline acc_op acc_op_of(acc_mode mode, int enc)
 {
-    if (mode == ACC_MODE_CTR)
+    /* GCM runs on its own engine (accel/gcm.h), never as an acc_req: CTR names its counters */
+    if (mode == ACC_MODE_CTR || mode == ACC_MODE_GCM)
         return ACC_OP_CTR;
     if (mode == ACC_MODE_CBC)
         return enc ? ACC_OP_CBC_ENC : ACC_OP_CBC_DEC;

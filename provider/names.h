@@ -12,6 +12,9 @@
 #define ACC_NAMES_AES_128_CTR "AES-128-CTR"
 #define ACC_NAMES_AES_192_CTR "AES-192-CTR"
 #define ACC_NAMES_AES_256_CTR "AES-256-CTR"
+#define ACC_NAMES_AES_128_GCM "AES-128-GCM:id-aes128-GCM:2.16.840.1.101.3.4.1.6"
+#define ACC_NAMES_AES_192_GCM "AES-192-GCM:id-aes192-GCM:2.16.840.1.101.3.4.1.26"
+#define ACC_NAMES_AES_256_GCM "AES-256-GCM:id-aes256-GCM:2.16.840.1.101.3.4.1.46"
 
 /* The DRBG delegate answers to the name libcrypto fetches by default. */
 #define ACC_NAMES_CTR_DRBG "CTR-DRBG"

@@ -1,10 +1,12 @@
 /* accel/cpu/engine_select.c: picks the inline engine once per process: AES-NI (with VAES where
- * available) when the CPU has it, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP. */
+ * available) when the CPU has it, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP.
+ * Likewise the GCM engine: intel-ipsec-mb, else nested EVP. */
 #define _GNU_SOURCE   /* secure_getenv */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "accel/engine.h"
+#include "accel/gcm.h"
 
 static const acc_engine *g_default;
 
@@ -25,4 +27,25 @@ const acc_engine *acc_engine_default(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, choose_default);
     return g_default;
+}
+
+static const acc_gcm_engine *g_gcm_default;
+
+static void choose_gcm_default(void)
+{
+    const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
+    const acc_gcm_engine *imb = acc_gcm_engine_imb();
+
+    if ((force != NULL && strcmp(force, "1") == 0) || imb == NULL)
+        g_gcm_default = acc_gcm_engine_evp();
+    else
+        g_gcm_default = imb;
+}
+
+/* Read once, as the block engine: contexts hold the engine's key data. */
+const acc_gcm_engine *acc_gcm_engine_default(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_gcm_default);
+    return g_gcm_default;
 }

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/provider.h>
 #include "accel/engine.h"
+#include "accel/gcm.h"
 #include "scheduler/forksafe.h"
 
 /* Engine functions take a const key and may run on several threads at once (split requests),
@@ -46,6 +47,7 @@ typedef struct evp_keyset {
  * ------------------------------------------------------------------------------------------ */
 
 static EVP_CIPHER *g_ciph[3][3];  /* [ECB, CBC, CTR][128, 192, 256] */
+static OSSL_LIB_CTX *g_lib;       /* the private context itself, for the GCM fallback (gcm_evp.c) */
 static int g_ready;
 static int g_atfork;
 static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -90,6 +92,7 @@ static int evp_lib_init(void)
         return 0;
     }
     memcpy(g_ciph, c, sizeof(g_ciph));
+    g_lib = lib;
     return 1;
 }
 
@@ -104,6 +107,11 @@ static int evp_lib_ready(void)
     __atomic_store_n(&g_ready, ready, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_lib_lock);
     return ready;
+}
+
+OSSL_LIB_CTX *acc_evp_engine_libctx(void)
+{
+    return evp_lib_ready() ? g_lib : NULL;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -112,6 +112,11 @@ static IMB_MGR *mgr_get(void)
     return acc_mb_mgr(ACC_MB_MGR_AES, make_aes_mgr);
 }
 
+IMB_MGR *acc_mb_aes_mgr(void)
+{
+    return mgr_get();
+}
+
 int acc_mb_available(void)
 {
     int a = __atomic_load_n(&mb_avail, __ATOMIC_ACQUIRE);

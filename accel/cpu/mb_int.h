@@ -9,4 +9,8 @@ enum { ACC_MB_MGR_AES, ACC_MB_MGR_HMAC, ACC_MB_NMGR };
  * here; make is tried again next time) and freed when the thread exits or the module unloads. */
 IMB_MGR *acc_mb_mgr(int kind, IMB_MGR *(*make)(void));
 
+/* This thread's cipher manager (hardware AES only: NULL where ipsec-mb would emulate it), which
+ * the lanes use and the GCM engine (gcm_imb.c) takes its function pointers from. */
+IMB_MGR *acc_mb_aes_mgr(void);
+
 #endif

@@ -1,0 +1,340 @@
+/* provider/cipher_gcm.c: AES-128/192/256-GCM as OpenSSL 3.0's default provider has them
+ * (ciphercommon_gcm.c is the specification): the kinds and dispatch tables, the context's life
+ * beyond the core's, init, update (AAD with out == NULL, then data, in pieces), final with the
+ * tag, and EVP_Cipher. The AES and GHASH work is a GCM engine's (accel/gcm.h). Parameters and
+ * the TLS 1.2 record mode are in cipher_gcm_params.c. */
+#include <string.h>
+#include <openssl/core_dispatch.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include "provider/cipher_gcm.h"
+#include "provider/names.h"
+#include "provider/prov.h"
+
+/* GCM's limit on one message's data (SP 800-38D): 2^39 - 256 bits, as CRYPTO_gcm128_encrypt. */
+#define GCM_MAX_DATA ((UINT64_C(1) << 36) - 32)
+
+/* ======================== Kind hooks (the core does the rest) ======================== */
+
+static void gcm_on_new(acc_cipher_ctx *c)
+{
+    acc_gcm_ctx *g = (acc_gcm_ctx *)c;
+
+    g->geng = acc_gcm_engine_default();
+    g->ivlen = ACC_GCM_IV_DEFAULT;
+    g->taglen = ACC_GCM_UNSET;
+    g->tls_aad_len = ACC_GCM_UNSET;
+}
+
+/* d is a byte copy of s: its own AAD buffer, and its own engine state where that owns anything. */
+static int gcm_on_dup(acc_cipher_ctx *dc, const acc_cipher_ctx *sc)
+{
+    acc_gcm_ctx *d = (acc_gcm_ctx *)dc;
+    const acc_gcm_ctx *s = (const acc_gcm_ctx *)sc;
+
+    d->aad = NULL;
+    d->aadcap = 0;
+    if (s->aad != NULL) {
+        if ((d->aad = OPENSSL_malloc(s->aadcap)) == NULL)
+            return 0;
+        d->aadcap = s->aadcap;
+        memcpy(d->aad, s->aad, s->aadlen);
+    }
+    if (s->key_set && !s->geng->copy(&d->st, &s->st)) {
+        OPENSSL_clear_free(d->aad, d->aadcap);
+        return 0;
+    }
+    return 1;
+}
+
+static void gcm_on_free(acc_cipher_ctx *c)
+{
+    acc_gcm_ctx *g = (acc_gcm_ctx *)c;
+
+    if (g->key_set)
+        g->geng->cleanse(&g->st);
+    OPENSSL_clear_free(g->aad, g->aadcap);
+    g->aad = NULL;
+}
+
+/* ======================== Init ======================== */
+
+/* The same key again keeps its tables: ipsec-mb's key set-up (round keys and 48 powers of H)
+ * costs more than a small record, and callers such as openssl speed give the key with every
+ * record's IV. Compared in constant time; rawkey is cleansed with the context. */
+static int gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen)
+{
+    if (g->key_set && CRYPTO_memcmp(g->base.rawkey, key, keylen) == 0)
+        return 1;
+    g->key_set = 0;
+    if (!g->geng->set_key(&g->st, key, keylen)) {
+        acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine could not set up the key", g->geng->name);
+        return 0;
+    }
+    memcpy(g->base.rawkey, key, keylen);
+    g->key_set = 1;
+    return 1;
+}
+
+static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
+                    const OSSL_PARAM params[], int enc)
+{
+    acc_gcm_ctx *g = vctx;
+
+    g->base.enc = enc;
+    if (iv != NULL) {
+        if (ivlen == 0 || ivlen > ACC_GCM_IV_MAX) {
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 1..%d", ivlen, ACC_GCM_IV_MAX);
+            return 0;
+        }
+        g->ivlen = ivlen;
+        memcpy(g->iv, iv, ivlen);
+        g->iv_state = ACC_GCM_IV_BUFFERED;
+    }
+    if (key != NULL) {
+        if (keylen != g->base.keylen) {
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", keylen,
+                      g->base.keylen);
+            return 0;
+        }
+        g->started = 0;   /* a message in flight ends with any key given */
+        g->tls_enc_records = 0;
+        if (!gcm_set_key(g, key, keylen))
+            return 0;
+    }
+    return acc_gcm_set_ctx_params(g, params);
+}
+
+static OSSL_FUNC_cipher_encrypt_init_fn gcm_einit;
+static int gcm_einit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
+                     const OSSL_PARAM params[])
+{
+    return gcm_init(vctx, key, keylen, iv, ivlen, params, 1);
+}
+
+static OSSL_FUNC_cipher_decrypt_init_fn gcm_dinit;
+static int gcm_dinit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
+                     const OSSL_PARAM params[])
+{
+    return gcm_init(vctx, key, keylen, iv, ivlen, params, 0);
+}
+
+/* ======================== The message ======================== */
+
+void acc_gcm_open(acc_gcm_ctx *g)
+{
+    memcpy(g->msg_iv, g->iv, g->ivlen);
+    g->msg_ivlen = g->ivlen;
+    g->aadlen = 0;
+    g->msglen = 0;
+    g->started = 0;
+    g->iv_state = ACC_GCM_IV_COPIED;
+}
+
+/* AAD is only gathered here: the engine's message starts at the first data or at final. */
+static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
+{
+    if (g->started)
+        return 0;   /* AAD after data: the default's CRYPTO_gcm128_aad refuses it too */
+    if (len > g->aadcap - g->aadlen) {
+        size_t cap = g->aadcap < 64 ? 64 : g->aadcap;
+        uint8_t *n;
+
+        while (cap - g->aadlen < len)
+            if ((cap *= 2) < g->aadcap)
+                return 0;   /* overflow */
+        /* not OPENSSL_realloc: the old AAD is cleansed, not left in freed memory */
+        if ((n = OPENSSL_malloc(cap)) == NULL)
+            return 0;
+        if (g->aadlen > 0)
+            memcpy(n, g->aad, g->aadlen);
+        OPENSSL_clear_free(g->aad, g->aadcap);
+        g->aad = n;
+        g->aadcap = cap;
+    }
+    memcpy(g->aad + g->aadlen, aad, len);
+    g->aadlen += len;
+    return 1;
+}
+
+static int msg_start(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen)
+{
+    if (g->started)
+        return 1;
+    if (!g->geng->start(&g->st, g->base.enc, g->msg_iv, g->msg_ivlen, aad, aadlen))
+        return 0;
+    g->started = 1;
+    return 1;
+}
+
+static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
+{
+    if (len > GCM_MAX_DATA - g->msglen)
+        return 0;
+    if (len == 0)
+        return 1;
+    if (!msg_start(g, g->aad, g->aadlen) || !g->geng->update(&g->st, in, out, len))
+        return 0;
+    g->msglen += len;
+    g->base.acct_bytes += len;
+    g->base.acct_reqs++;
+    if (g->base.acct_bytes >= ACC_ACCT_FLUSH)
+        acc_cipher_publish(&g->base);
+    return 1;
+}
+
+/* Encrypting: the tag into buf. Decrypting: buf[0..taglen) checked. */
+static int msg_finish(acc_gcm_ctx *g)
+{
+    if (!msg_start(g, g->aad, g->aadlen))
+        return 0;
+    if (g->base.enc) {
+        if (!g->geng->finish(&g->st, g->buf, ACC_GCM_TAG_LEN))
+            return 0;
+        g->taglen = ACC_GCM_TAG_LEN;
+        return 1;
+    }
+    return g->geng->finish(&g->st, g->buf, g->taglen);
+}
+
+int acc_gcm_oneshot(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen, const uint8_t *in, uint8_t *out, size_t len,
+                    uint8_t *tag)
+{
+    g->taglen = ACC_GCM_TAG_LEN;
+    if (!msg_start(g, aad, aadlen) || !data_add(g, in, out, len))
+        return 0;
+    return g->geng->finish(&g->st, tag, ACC_GCM_TAG_LEN);
+}
+
+/* An encryption without an IV gets a random one of at least 96 bits, as the default's. */
+static int iv_generate(acc_gcm_ctx *g)
+{
+    if (g->ivlen < ACC_GCM_IV_DEFAULT || RAND_bytes_ex(g->base.prov->libctx, g->iv, g->ivlen, 0) <= 0)
+        return 0;
+    g->iv_state = ACC_GCM_IV_BUFFERED;
+    return 1;
+}
+
+/* The default's gcm_cipher_internal: in == NULL is final, out == NULL is AAD. Raises nothing;
+ * the callers raise what the default's raise. */
+static int gcm_cipher_internal(acc_gcm_ctx *g, unsigned char *out, size_t *padlen, const unsigned char *in,
+                               size_t len)
+{
+    size_t olen = 0;
+    int rv = 0;
+
+    if (g->tls_aad_len != ACC_GCM_UNSET)
+        return acc_gcm_tls_cipher(g, out, padlen, in, len);
+    if (!g->key_set || g->iv_state == ACC_GCM_IV_FINISHED)
+        goto err;
+    if (g->iv_state == ACC_GCM_IV_UNSET && (!g->base.enc || !iv_generate(g)))
+        goto err;
+    if (g->iv_state == ACC_GCM_IV_BUFFERED)
+        acc_gcm_open(g);
+    if (in != NULL) {
+        if (!(out == NULL ? aad_add(g, in, len) : data_add(g, in, out, len)))
+            goto err;
+        olen = len;
+    } else {
+        /* the tag must be set before a decryption can end */
+        if ((!g->base.enc && g->taglen == ACC_GCM_UNSET) || !msg_finish(g))
+            goto err;
+        g->iv_state = ACC_GCM_IV_FINISHED;   /* the IV is not used again */
+    }
+    rv = 1;
+err:
+    *padlen = olen;
+    return rv;
+}
+
+/* ======================== Update, final, EVP_Cipher ======================== */
+
+static OSSL_FUNC_cipher_update_fn gcm_update;
+static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
+                      size_t inl)
+{
+    if (inl == 0) {
+        *outl = 0;
+        return 1;
+    }
+    if (outsize < inl) {
+        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
+        return 0;
+    }
+    if (gcm_cipher_internal(vctx, out, outl, in, inl) <= 0) {
+        acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "GCM update refused");
+        return 0;
+    }
+    return 1;
+}
+
+/* A tag that does not match fails with no error raised, as the default's. */
+static OSSL_FUNC_cipher_final_fn gcm_final;
+static int gcm_final(void *vctx, unsigned char *out, size_t *outl, size_t outsize)
+{
+    (void)outsize;
+    if (gcm_cipher_internal(vctx, out, outl, NULL, 0) <= 0)
+        return 0;
+    *outl = 0;
+    return 1;
+}
+
+static OSSL_FUNC_cipher_cipher_fn gcm_oneshot_cipher;
+static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
+                              size_t inl)
+{
+    if (outsize < inl) {
+        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
+        return 0;
+    }
+    if (gcm_cipher_internal(vctx, out, outl, in, inl) <= 0)
+        return 0;
+    *outl = inl;
+    return 1;
+}
+
+/* ======================== Dispatch tables ======================== */
+
+#define ACC_GCM_FUNCTIONS(kbits)                                                                \
+    static const acc_cipher_kind aes##kbits##gcm_kind = {                                       \
+        .mode = ACC_MODE_GCM, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_gcm_ctx), .aead = 1, \
+        .custom_iv = 1, .on_new = gcm_on_new, .on_dup = gcm_on_dup, .on_free = gcm_on_free      \
+    };                                                                                          \
+    static OSSL_FUNC_cipher_newctx_fn aes##kbits##gcm_newctx;                                   \
+    static void *aes##kbits##gcm_newctx(void *provctx)                                          \
+    {                                                                                           \
+        return acc_cipher_newctx(provctx, &aes##kbits##gcm_kind);                               \
+    }                                                                                           \
+    static OSSL_FUNC_cipher_get_params_fn aes##kbits##gcm_get_params;                           \
+    static int aes##kbits##gcm_get_params(OSSL_PARAM params[])                                  \
+    {                                                                                           \
+        return acc_cipher_get_params(params, &aes##kbits##gcm_kind);                            \
+    }                                                                                           \
+    static const OSSL_DISPATCH aes##kbits##gcm_functions[] = {                                  \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##gcm_newctx },                    \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))gcm_einit },                           \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))gcm_dinit },                           \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))gcm_update },                                \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))gcm_final },                                  \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))gcm_oneshot_cipher },                        \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##gcm_get_params },            \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_gcm_get_ctx_params },            \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))acc_gcm_set_ctx_params },            \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_gcm_gettable_ctx_params },  \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))acc_gcm_settable_ctx_params },  \
+        { 0, NULL }                                                                             \
+    }
+
+ACC_GCM_FUNCTIONS(128);
+ACC_GCM_FUNCTIONS(192);
+ACC_GCM_FUNCTIONS(256);
+
+const OSSL_ALGORITHM acc_gcm_cipher_algorithms[] = {
+    { ACC_NAMES_AES_256_GCM, ACC_PROPS, aes256gcm_functions, NULL },
+    { ACC_NAMES_AES_192_GCM, ACC_PROPS, aes192gcm_functions, NULL },
+    { ACC_NAMES_AES_128_GCM, ACC_PROPS, aes128gcm_functions, NULL },
+    { NULL, NULL, NULL, NULL }
+};

@@ -1,0 +1,60 @@
+/* provider/cipher_gcm.h: the AES-GCM context and what cipher_gcm.c (life, init, data) shares
+ * with cipher_gcm_params.c (parameters, the TLS 1.2 record mode). The semantics are the
+ * default provider's (OpenSSL 3.0 ciphercommon_gcm.c): IV states, AAD before data, the tag. */
+#ifndef ACCELAES_CIPHER_GCM_H
+#define ACCELAES_CIPHER_GCM_H
+
+#include <openssl/core_dispatch.h>
+#include "accel/gcm.h"
+#include "provider/cipher_ctx.h"
+
+#define ACC_GCM_IV_MAX 128          /* the default's GCM_IV_MAX_SIZE (1024 bits) */
+#define ACC_GCM_IV_DEFAULT 12
+#define ACC_GCM_UNSET ((size_t)-1)  /* a tag length or TLS AAD length not given */
+#define ACC_GCM_TLS_AAD_LEN 13      /* EVP_AEAD_TLS1_AAD_LEN */
+#define ACC_GCM_TLS_FIXED 4         /* EVP_GCM_TLS_FIXED_IV_LEN */
+#define ACC_GCM_TLS_EXPLICIT 8      /* EVP_GCM_TLS_EXPLICIT_IV_LEN */
+
+/* The IV's state, as the default's: none yet; given but no message opened with it; a message
+ * open (AAD or data going in); the message finished (the IV must not be used again). */
+enum { ACC_GCM_IV_UNSET, ACC_GCM_IV_BUFFERED, ACC_GCM_IV_COPIED, ACC_GCM_IV_FINISHED };
+
+typedef struct acc_gcm_ctx {
+    acc_cipher_ctx base;        /* first; base.key_set stays 0: the key lives in the GCM engine */
+    acc_gcm_state st;           /* the engine's key data and message (64-byte aligned) */
+    const acc_gcm_engine *geng;
+    int key_set;
+    int iv_state;
+    int iv_gen;                 /* TLS: a fixed IV part was set, the invocation field counts */
+    int started;                /* the engine's message has begun: the AAD is closed */
+    size_t ivlen;
+    size_t msg_ivlen;
+    size_t taglen;              /* ACC_GCM_UNSET until set (decrypt) or made (encrypt final) */
+    uint64_t msglen;            /* data bytes in this message (GCM allows 2^36 - 32) */
+    uint64_t tls_enc_records;
+    size_t tls_aad_len;         /* ACC_GCM_UNSET: not a TLS record */
+    size_t tls_aad_pad_sz;
+    uint8_t *aad;               /* AAD gathered until the message starts (ipsec-mb's init takes it whole) */
+    size_t aadlen, aadcap;
+    uint8_t iv[ACC_GCM_IV_MAX];
+    uint8_t msg_iv[ACC_GCM_IV_MAX];  /* the IV the open message started with (TLS moves iv on) */
+    uint8_t buf[16];            /* the tag (given, or made), or the TLS AAD, as the default's buf */
+} acc_gcm_ctx;
+
+/* cipher_gcm.c */
+/* Open a message with the current IV (the default's hw->setiv): no AAD, no data yet. */
+void acc_gcm_open(acc_gcm_ctx *g);
+/* A whole message in one go (the TLS record): AAD, data, then the tag written (encrypt) or
+ * checked (decrypt, taglen 16). 1 done, 0 failed or the tag did not match. */
+int acc_gcm_oneshot(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen, const uint8_t *in, uint8_t *out,
+                    size_t len, uint8_t *tag);
+
+/* cipher_gcm_params.c */
+OSSL_FUNC_cipher_get_ctx_params_fn acc_gcm_get_ctx_params;
+OSSL_FUNC_cipher_set_ctx_params_fn acc_gcm_set_ctx_params;
+OSSL_FUNC_cipher_gettable_ctx_params_fn acc_gcm_gettable_ctx_params;
+OSSL_FUNC_cipher_settable_ctx_params_fn acc_gcm_settable_ctx_params;
+/* The TLS 1.2 record (explicit nonce, payload, tag) in place; *padlen as the default's. */
+int acc_gcm_tls_cipher(acc_gcm_ctx *g, unsigned char *out, size_t *padlen, const unsigned char *in, size_t len);
+
+#endif

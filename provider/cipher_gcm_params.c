@@ -1,0 +1,297 @@
+/* provider/cipher_gcm_params.c: AES-GCM's context parameters in the default provider's order and
+ * with its errors (tag, tag length, IV length, IV, TLS AAD and its padding answer, the TLS fixed
+ * IV, the explicit nonce's generation and invocation field), and the TLS 1.2 record: explicit
+ * nonce, payload and tag in one buffer (libssl's AES-GCM suites). TLS 1.3 uses the plain calls. */
+#include <string.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+#include "provider/cipher_gcm.h"
+#include "provider/prov.h"
+
+/* ======================== The TLS IV: fixed part, invocation field ======================== */
+
+/* The 64-bit invocation field (the IV's last 8 bytes) counts records. */
+static void ctr64_inc(uint8_t *counter)
+{
+    for (int n = 7; n >= 0; n--)
+        if (++counter[n] != 0)
+            return;
+}
+
+/* Encrypting a record: its explicit nonce (the IV's last olen bytes) out, a message opened
+ * with the IV, the invocation field moved on for the next record. */
+static int getivgen(acc_gcm_ctx *g, unsigned char *out, size_t olen)
+{
+    if (!g->iv_gen || !g->key_set)
+        return 0;
+    acc_gcm_open(g);
+    if (olen == 0 || olen > g->ivlen)
+        olen = g->ivlen;
+    memcpy(out, g->iv + g->ivlen - olen, olen);
+    ctr64_inc(g->iv + g->ivlen - 8);
+    return 1;
+}
+
+/* Decrypting a record: its explicit nonce in. Stricter than the default: a nonce longer than
+ * the IV is refused, where the default writes before its IV buffer. */
+static int setivinv(acc_gcm_ctx *g, const unsigned char *in, size_t inl)
+{
+    if (!g->iv_gen || !g->key_set || g->base.enc || inl > g->ivlen)
+        return 0;
+    memcpy(g->iv + g->ivlen - inl, in, inl);
+    acc_gcm_open(g);
+    return 1;
+}
+
+/* The fixed part (at least 4 bytes, leaving at least 8 for the invocation field); an encrypting
+ * context draws the rest at random. len (size_t)-1 restores a whole IV. Stricter than the
+ * default: a fixed part longer than the IV, or a whole IV under 8 bytes, is refused (the
+ * default's unsigned arithmetic lets both through, to write or count outside the IV). */
+static int tls_iv_set_fixed(acc_gcm_ctx *g, const unsigned char *iv, size_t len)
+{
+    if (len == (size_t)-1) {
+        if (g->ivlen < ACC_GCM_TLS_EXPLICIT)
+            return 0;
+        memcpy(g->iv, iv, g->ivlen);
+    } else {
+        if (len < ACC_GCM_TLS_FIXED || len > g->ivlen || g->ivlen - len < ACC_GCM_TLS_EXPLICIT)
+            return 0;
+        memcpy(g->iv, iv, len);
+        if (g->base.enc && RAND_bytes_ex(g->base.prov->libctx, g->iv + len, g->ivlen - len, 0) <= 0)
+            return 0;
+    }
+    g->iv_gen = 1;
+    g->iv_state = ACC_GCM_IV_BUFFERED;
+    return 1;
+}
+
+/* The record's AAD is kept; its length field is corrected to the payload's. Returns the
+ * padding the record needs (the tag), or 0 for a bad AAD. */
+static size_t tls_init(acc_gcm_ctx *g, const unsigned char *aad, size_t aad_len)
+{
+    size_t len;
+
+    if (aad_len != ACC_GCM_TLS_AAD_LEN)
+        return 0;
+    memcpy(g->buf, aad, aad_len);
+    g->tls_aad_len = aad_len;
+    len = (size_t)g->buf[aad_len - 2] << 8 | g->buf[aad_len - 1];
+    if (len < ACC_GCM_TLS_EXPLICIT)
+        return 0;
+    len -= ACC_GCM_TLS_EXPLICIT;
+    if (!g->base.enc) {
+        if (len < ACC_GCM_TAG_LEN)
+            return 0;
+        len -= ACC_GCM_TAG_LEN;
+    }
+    g->buf[aad_len - 2] = (unsigned char)(len >> 8);
+    g->buf[aad_len - 1] = (unsigned char)(len & 0xff);
+    return ACC_GCM_TAG_LEN;
+}
+
+int acc_gcm_tls_cipher(acc_gcm_ctx *g, unsigned char *out, size_t *padlen, const unsigned char *in, size_t len)
+{
+    const size_t arg = ACC_GCM_TLS_EXPLICIT;
+    size_t plen = 0;
+    int rv = 0;
+
+    /* in place, and room for the explicit nonce and the tag */
+    if (!g->key_set || out != in || len < arg + ACC_GCM_TAG_LEN)
+        goto err;
+    /* one party fails after 2^64 - 1 records under one key (SP 800-38D), as the default */
+    if (g->base.enc && ++g->tls_enc_records == 0) {
+        acc_raise(ACC_PROV_R(PROV_R_TOO_MANY_RECORDS), "2^64 TLS records under one key");
+        goto err;
+    }
+    if (!(g->base.enc ? getivgen(g, out, arg) : setivinv(g, out, arg)))
+        goto err;
+    in += arg;
+    out += arg;
+    len -= arg + ACC_GCM_TAG_LEN;
+    if (!acc_gcm_oneshot(g, g->buf, g->tls_aad_len, in, out, len, g->base.enc ? out + len : (uint8_t *)in + len)) {
+        if (!g->base.enc)
+            OPENSSL_cleanse(out, len);
+        goto err;
+    }
+    plen = g->base.enc ? len + arg + ACC_GCM_TAG_LEN : len;
+    rv = 1;
+err:
+    g->iv_state = ACC_GCM_IV_FINISHED;
+    g->tls_aad_len = ACC_GCM_UNSET;
+    *padlen = plen;
+    return rv;
+}
+
+/* ======================== get_ctx_params ======================== */
+
+static int failed_to_set(const OSSL_PARAM *p)
+{
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
+    return 0;
+}
+
+/* IV and UPDATED_IV are the same bytes for GCM (the default answers both with its IV buffer). */
+static int get_iv(const acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    if (g->iv_state == ACC_GCM_IV_UNSET)
+        return 0;   /* no error raised, as the default */
+    if (g->ivlen > p->data_size) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, g->ivlen,
+                  p->data_size);
+        return 0;
+    }
+    if (!OSSL_PARAM_set_octet_string(p, g->iv, g->ivlen) && !OSSL_PARAM_set_octet_ptr(p, &g->iv, g->ivlen))
+        return failed_to_set(p);
+    return 1;
+}
+
+static int get_tag(const acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    size_t sz = p->data_size;
+
+    if (sz == 0 || sz > ACC_GCM_TAG_LEN || !g->base.enc || g->taglen == ACC_GCM_UNSET) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_TAG), "the tag is there after an encryption's final, 1..16 bytes");
+        return 0;
+    }
+    if (!OSSL_PARAM_set_octet_string(p, g->buf, sz))
+        return failed_to_set(p);
+    return 1;
+}
+
+/* In the default's order, so that a call with several bad parameters fails on the same one. */
+int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
+{
+    acc_gcm_ctx *g = vctx;
+    OSSL_PARAM *p;
+
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL && !OSSL_PARAM_set_size_t(p, g->ivlen))
+        return failed_to_set(p);
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL
+        && !OSSL_PARAM_set_size_t(p, g->base.keylen))
+        return failed_to_set(p);
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TAGLEN)) != NULL
+        && !OSSL_PARAM_set_size_t(p, g->taglen != ACC_GCM_UNSET ? g->taglen : ACC_GCM_TAG_LEN))
+        return failed_to_set(p);
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IV)) != NULL && !get_iv(g, p))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_UPDATED_IV)) != NULL && !get_iv(g, p))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD)) != NULL
+        && !OSSL_PARAM_set_size_t(p, g->tls_aad_pad_sz))
+        return failed_to_set(p);
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TAG)) != NULL && !get_tag(g, p))
+        return 0;
+    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN)) != NULL
+        && (p->data == NULL || p->data_type != OSSL_PARAM_OCTET_STRING || !getivgen(g, p->data, p->data_size)))
+        return 0;   /* no error raised, as the default */
+    return 1;
+}
+
+/* ======================== set_ctx_params ======================== */
+
+static int failed_to_get(const OSSL_PARAM *p)
+{
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "cannot read parameter '%s'", p->key);
+    return 0;
+}
+
+static int set_tag(acc_gcm_ctx *g, const OSSL_PARAM *p)
+{
+    void *vp = g->buf;
+    size_t sz;
+
+    if (!OSSL_PARAM_get_octet_string(p, &vp, ACC_GCM_TAG_LEN, &sz))
+        return failed_to_get(p);
+    if (sz == 0 || g->base.enc) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_TAG), "a tag of 1..16 bytes is set for decryption only");
+        return 0;
+    }
+    g->taglen = sz;
+    return 1;
+}
+
+static int set_ivlen(acc_gcm_ctx *g, const OSSL_PARAM *p)
+{
+    size_t sz;
+
+    if (!OSSL_PARAM_get_size_t(p, &sz))
+        return failed_to_get(p);
+    if (sz == 0 || sz > ACC_GCM_IV_MAX) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 1..%d", sz, ACC_GCM_IV_MAX);
+        return 0;
+    }
+    if (g->ivlen != sz) {
+        /* an IV already given or made is of the old length: unusable */
+        if (g->iv_state != ACC_GCM_IV_UNSET)
+            g->iv_state = ACC_GCM_IV_FINISHED;
+        g->ivlen = sz;
+    }
+    return 1;
+}
+
+int acc_gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
+{
+    acc_gcm_ctx *g = vctx;
+    const OSSL_PARAM *p;
+    size_t sz;
+
+    if (params == NULL)
+        return 1;
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TAG)) != NULL && !set_tag(g, p))
+        return 0;
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_IVLEN)) != NULL && !set_ivlen(g, p))
+        return 0;
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD)) != NULL) {
+        if (p->data_type != OSSL_PARAM_OCTET_STRING)
+            return failed_to_get(p);
+        if ((sz = tls_init(g, p->data, p->data_size)) == 0) {
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_AAD), "TLS AAD of %zu bytes or its length field", p->data_size);
+            return 0;
+        }
+        g->tls_aad_pad_sz = sz;
+    }
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED)) != NULL
+        && (p->data_type != OSSL_PARAM_OCTET_STRING || !tls_iv_set_fixed(g, p->data, p->data_size)))
+        return failed_to_get(p);
+    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV)) != NULL
+        && (p->data == NULL || p->data_type != OSSL_PARAM_OCTET_STRING || !setivinv(g, p->data, p->data_size)))
+        return 0;   /* no error raised, as the default */
+    return 1;
+}
+
+/* ======================== Tables (the default's AEAD tables) ======================== */
+
+const OSSL_PARAM *acc_gcm_gettable_ctx_params(void *vctx, void *provctx)
+{
+    static const OSSL_PARAM known[] = {
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
+        OSSL_PARAM_END
+    };
+    (void)vctx;
+    (void)provctx;
+    return known;
+}
+
+const OSSL_PARAM *acc_gcm_settable_ctx_params(void *vctx, void *provctx)
+{
+    static const OSSL_PARAM known[] = {
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV, NULL, 0),
+        OSSL_PARAM_END
+    };
+    (void)vctx;
+    (void)provctx;
+    return known;
+}
