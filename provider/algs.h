@@ -7,6 +7,7 @@
 #include "provider/prov.h"
 
 extern const OSSL_ALGORITHM acc_cipher_algorithms[];
+extern const OSSL_ALGORITHM acc_xts_cipher_algorithms[];
 extern const OSSL_ALGORITHM acc_rand_algorithms[];
 
 /* provider/settings.c: read the provider's openssl.cnf section through the core, then the

@@ -15,14 +15,15 @@
 struct acc_prov_ctx;
 struct acc_cipher_ctx;
 
-typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5 } acc_mode;  /* = EVP_CIPH_*_MODE */
+/* = EVP_CIPH_*_MODE */
+typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5, ACC_MODE_XTS = 0x10001 } acc_mode;
 
 /* What a cipher is, and what it does beyond the core. Hooks may be NULL. */
 typedef struct acc_cipher_kind {
     acc_mode mode;
     size_t keylen;              /* bytes: 16, 24, 32 */
     size_t ctx_size;            /* the context to allocate, an acc_cipher_ctx first */
-    int aead, tls1_multiblock;  /* the flags get_params reports */
+    int aead, tls1_multiblock, custom_iv;  /* the flags get_params reports */
     int dup_raises;             /* a failed dupctx raises a malloc error (the default's plain AES does) */
     void (*on_new)(struct acc_cipher_ctx *c);
     /* a new key was given: state that goes with the old key goes (before the schedule is made) */
@@ -70,6 +71,8 @@ typedef struct acc_cipher_ctx {
 
 #define ACC_ACCT_FLUSH (64u * 1024u)
 
+/* XTS is no block operation of its own here (engine.h's xts runs a whole unit); its data key
+ * needs the schedules of ECB in the same direction. */
 static inline acc_op acc_op_of(acc_mode mode, int enc)
 {
     if (mode == ACC_MODE_CTR)

@@ -12,6 +12,8 @@
 #define ACC_NAMES_AES_128_CTR "AES-128-CTR"
 #define ACC_NAMES_AES_192_CTR "AES-192-CTR"
 #define ACC_NAMES_AES_256_CTR "AES-256-CTR"
+#define ACC_NAMES_AES_128_XTS "AES-128-XTS:1.3.111.2.1619.0.1.1"
+#define ACC_NAMES_AES_256_XTS "AES-256-XTS:1.3.111.2.1619.0.1.2"
 
 /* The DRBG delegate answers to the name libcrypto fetches by default. */
 #define ACC_NAMES_CTR_DRBG "CTR-DRBG"
