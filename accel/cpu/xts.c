@@ -20,6 +20,17 @@ TGT_NI INLINE __m128i x_mulx(__m128i t)
     return _mm_xor_si128(_mm_add_epi64(t, t), m);
 }
 
+/* t * x^k for 1 <= k <= 8 (as z_mulxk below, on one lane): no chain from one block's tweak to the
+ * next, so a short unit's blocks all start at once. */
+TGT_NI INLINE __m128i x_mulxk(__m128i t, int k)
+{
+    __m128i o = _mm_shuffle_epi32(_mm_srli_epi64(t, 64 - k), 0x4E);   /* swap qwords */
+    __m128i red = _mm_xor_si128(_mm_xor_si128(o, _mm_slli_epi64(o, 1)),
+                                _mm_xor_si128(_mm_slli_epi64(o, 2), _mm_slli_epi64(o, 7)));
+
+    return _mm_xor_si128(_mm_slli_epi64(t, k), _mm_blend_epi16(o, red, 0x0F));
+}
+
 /* n <= 8 blocks; *t is the first block's tweak and becomes the next one. The tweak XOR after the
  * last round is folded into the last round key. */
 TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, int n,
@@ -28,10 +39,12 @@ TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uin
     __m128i x[8], tw[8], kl = XKEY(rk, rounds);
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++) {
-        tw[j] = *t;
-        x[j] = _mm_xor_si128(XLD(in + 16 * j), *t);
-        *t = x_mulx(*t);
+        /* a full group is throughput-bound: the doubling chain has the fewest instructions; a
+         * short unit is latency-bound: each tweak straight from the first */
+        tw[j] = j == 0 ? *t : n == 8 ? x_mulx(tw[j - 1]) : x_mulxk(*t, j);
+        x[j] = _mm_xor_si128(XLD(in + 16 * j), tw[j]);
     }
+    *t = n == 8 ? x_mulx(tw[7]) : x_mulxk(*t, n);
     x_mid(rk, rounds, x, n, dec);
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++)
@@ -157,31 +170,36 @@ XTS_KEY_SIZE(14)
  * A whole data unit
  * ------------------------------------------------------------------------------------------ */
 
-typedef void xts_bulk_fn(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec);
+/* Every function below is compiled per direction (dec a constant): with dec a run-time value
+ * each round would choose between aesenc and aesdec. */
+typedef void xts_bulk_fn(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t);
 
-TGT_NI static void bulk_ni(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec)
-{
-    x_xts(dec ? k->dec : k->enc, k->rounds, in, out, n, t, dec);
-}
+#define BULK_NI(name, d)                                                                          \
+    TGT_NI static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
+    { x_xts((d) ? k->dec : k->enc, k->rounds, in, out, n, t, d); }
 
-TGT_VAES static void bulk_vaes(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t,
-                               int dec)
-{
-    const uint8_t *rk = dec ? k->dec : k->enc;
+/* Below VAES_MIN blocks the xmm code (aes_x.h says why). */
+#define BULK_VAES(name, d)                                                                        \
+    TGT_VAES static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
+    {                                                                                             \
+        const uint8_t *rk = (d) ? k->dec : k->enc;                                                \
+        if (n < VAES_MIN)                                                                         \
+            x_xts(rk, k->rounds, in, out, n, t, d);                                               \
+        else if (k->rounds == 10)                                                                 \
+            ((d) ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);                                   \
+        else                                                                                      \
+            ((d) ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);                                   \
+    }
 
-    if (n < VAES_MIN)
-        x_xts(rk, k->rounds, in, out, n, t, dec);
-    else if (k->rounds == 10)
-        (dec ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);
-    else
-        (dec ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);
-}
+BULK_NI(bulk_ni_enc, 0)
+BULK_NI(bulk_ni_dec, 1)
+BULK_VAES(bulk_vaes_enc, 0)
+BULK_VAES(bulk_vaes_dec, 1)
 
 /* The last whole block and the r-byte partial one after it (IEEE 1619 5.3.2 / 5.4.2): encryption
  * runs the whole block with tweak t, the stolen block with t*x; decryption the other way round.
  * The partial input is read before anything is written, so in == out is safe. */
-TGT_NI static void xts_steal(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t r, __m128i t,
-                             int dec)
+TGT_NI INLINE void xts_steal(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t r, __m128i t, int dec)
 {
     const uint8_t *rk = dec ? k->dec : k->enc;
     __m128i t2 = x_mulx(t);
@@ -197,7 +215,7 @@ TGT_NI static void xts_steal(const acc_aes_key *k, const uint8_t *in, uint8_t *o
     __asm__ volatile("" : : "r"(cc), "r"(tail) : "memory");   /* keep the wipe */
 }
 
-TGT_NI static int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                            uint8_t *out, size_t len, int dec, xts_bulk_fn *bulk)
 {
     size_t whole = len / 16, r = len % 16;
@@ -209,20 +227,24 @@ TGT_NI static int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const u
     if (r != 0)
         whole--;                      /* the last whole block goes with the partial one */
     if (whole > 0)
-        bulk(k1, in, out, whole, &t, dec);
+        bulk(k1, in, out, whole, &t);
     if (r != 0)
         xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
     return 1;
 }
 
-int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
-               uint8_t *out, size_t len, int dec)
+TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                      uint8_t *out, size_t len, int dec)
 {
-    return xts_unit(k1, k2, iv, in, out, len, dec, bulk_ni);
+    if (dec)
+        return xts_unit(k1, k2, iv, in, out, len, 1, bulk_ni_dec);
+    return xts_unit(k1, k2, iv, in, out, len, 0, bulk_ni_enc);
 }
 
-int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
-                 uint8_t *out, size_t len, int dec)
+TGT_NI int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                        uint8_t *out, size_t len, int dec)
 {
-    return xts_unit(k1, k2, iv, in, out, len, dec, bulk_vaes);
+    if (dec)
+        return xts_unit(k1, k2, iv, in, out, len, 1, bulk_vaes_dec);
+    return xts_unit(k1, k2, iv, in, out, len, 0, bulk_vaes_enc);
 }
