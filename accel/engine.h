@@ -49,8 +49,8 @@ typedef struct acc_engine {
      * last block. k1 is the data key (its decryption schedule when dec), k2 the tweak key
      * (encryption schedule), tweak the 16-byte IV, read only. Returns 1/0 as the block
      * functions above (on failure out is wiped). */
-    int  (*xts)(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t tweak[16], const uint8_t *in,
-                uint8_t *out, size_t len, int dec);
+    int (*xts)(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t tweak[16], const uint8_t *in, uint8_t *out,
+               size_t len, int dec);
     /* Copy a schedule (dupctx). Returns 1/0. */
     int  (*copy_key)(acc_aes_key *dst, const acc_aes_key *src);
     /* Cleanse and release a schedule. */

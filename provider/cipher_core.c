@@ -242,10 +242,14 @@ static size_t ivlen_of(acc_mode mode)
 /* In the default provider's order: mode, the flags, keylen, blocksize, ivlen. */
 int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
 {
-    const struct { const char *key; int v; } flags[] = {
-        { OSSL_CIPHER_PARAM_AEAD, kind->aead }, { OSSL_CIPHER_PARAM_CUSTOM_IV, kind->custom_iv }, { OSSL_CIPHER_PARAM_CTS, 0 },
-        { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, kind->tls1_multiblock }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 }
-    };
+    const struct {
+        const char *key;
+        int v;
+    } flags[] = { { OSSL_CIPHER_PARAM_AEAD, kind->aead },
+                  { OSSL_CIPHER_PARAM_CUSTOM_IV, kind->custom_iv },
+                  { OSSL_CIPHER_PARAM_CTS, 0 },
+                  { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, kind->tls1_multiblock },
+                  { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 } };
     size_t blksz = kind->mode == ACC_MODE_CTR || kind->mode == ACC_MODE_XTS ? 1 : ACC_AES_BLOCK;
     OSSL_PARAM *p;
 

@@ -23,7 +23,7 @@ typedef struct acc_cipher_kind {
     acc_mode mode;
     size_t keylen;              /* bytes: 16, 24, 32 */
     size_t ctx_size;            /* the context to allocate, an acc_cipher_ctx first */
-    int aead, tls1_multiblock, custom_iv;  /* the flags get_params reports */
+    int aead, tls1_multiblock, custom_iv; /* the flags get_params reports */
     int dup_raises;             /* a failed dupctx raises a malloc error (the default's plain AES does) */
     void (*on_new)(struct acc_cipher_ctx *c);
     /* a new key was given: state that goes with the old key goes (before the schedule is made) */

@@ -17,10 +17,10 @@
 #define XTS_MAX_BLOCKS ((size_t)1 << 20)
 
 typedef struct acc_xts_ctx {
-    acc_cipher_ctx base;          /* first; base.ks is the data key's schedule */
-    acc_aes_key ks2;              /* the tweak key's (encryption) schedule */
-    uint8_t key[64];              /* the whole key, to make a schedule for the other direction */
-    int key_dec;                  /* base.ks was made for decryption */
+    acc_cipher_ctx base; /* first; base.ks is the data key's schedule */
+    acc_aes_key ks2;     /* the tweak key's (encryption) schedule */
+    uint8_t key[64];     /* the whole key, to make a schedule for the other direction */
+    int key_dec;         /* base.ks was made for decryption */
 } acc_xts_ctx;
 
 /* ======================== Life cycle hooks ======================== */
@@ -60,7 +60,8 @@ static int xts_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 static const OSSL_PARAM *xts_settable_ctx_params(void *vctx, void *provctx)
 {
     static const OSSL_PARAM known[] = { OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL), OSSL_PARAM_END };
-    (void)vctx; (void)provctx;
+    (void)vctx;
+    (void)provctx;
     return known;
 }
 
@@ -142,8 +143,7 @@ static int xts_dinit(void *vctx, const unsigned char *key, size_t keylen, const 
 
 /* EVP_Cipher: one data unit. Failing, as the default, with no error of its own, except the unit
  * that is too large and an engine failure. */
-static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
-                      size_t inl)
+static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in, size_t inl)
 {
     acc_xts_ctx *x = vctx;
     acc_cipher_ctx *c = &x->base;
@@ -152,8 +152,7 @@ static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     if (!c->key_set || !c->iv_set || out == NULL || in == NULL || inl < ACC_AES_BLOCK)
         return 0;
     if (inl > XTS_MAX_BLOCKS * ACC_AES_BLOCK) {
-        acc_raise(ACC_PROV_R(PROV_R_XTS_DATA_UNIT_IS_TOO_LARGE), "%zu bytes: a data unit is at most 2^20 blocks",
-                  inl);
+        acc_raise(ACC_PROV_R(PROV_R_XTS_DATA_UNIT_IS_TOO_LARGE), "%zu bytes: a data unit is at most 2^20 blocks", inl);
         return 0;
     }
     if (!c->eng->xts(&c->ks, &x->ks2, c->iv, in, out, inl, x->key_dec))
@@ -166,8 +165,7 @@ static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     return 1;
 }
 
-static int xts_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
-                      size_t inl)
+static int xts_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in, size_t inl)
 {
     if (outsize < inl) {
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
@@ -184,52 +182,55 @@ static int xts_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
 /* Every unit was finished by its update; the default checks nothing here, not even the key. */
 static int xts_final(void *vctx, unsigned char *out, size_t *outl, size_t outsize)
 {
-    (void)vctx; (void)out; (void)outsize;
+    (void)vctx;
+    (void)out;
+    (void)outsize;
     *outl = 0;
     return 1;
 }
 
 /* ======================== Dispatch tables ======================== */
 
-#define ACC_XTS_FUNCTIONS(kbits)                                                                \
-    static const acc_cipher_kind aes##kbits##xts_kind = {                                       \
-        .mode = ACC_MODE_XTS, .keylen = 2 * (kbits) / 8, .ctx_size = sizeof(acc_xts_ctx),        \
-        .custom_iv = 1, .dup_raises = 1, .on_dup = xts_on_dup, .on_free = xts_on_free,           \
-        .set_ctx_params = xts_set_ctx_params                                                    \
-    };                                                                                          \
-    static OSSL_FUNC_cipher_newctx_fn aes##kbits##xts_newctx;                                   \
-    static void *aes##kbits##xts_newctx(void *provctx)                                          \
-    {                                                                                           \
-        return acc_cipher_newctx(provctx, &aes##kbits##xts_kind);                               \
-    }                                                                                           \
-    static OSSL_FUNC_cipher_get_params_fn aes##kbits##xts_get_params;                           \
-    static int aes##kbits##xts_get_params(OSSL_PARAM params[])                                  \
-    {                                                                                           \
-        return acc_cipher_get_params(params, &aes##kbits##xts_kind);                            \
-    }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##xts_functions[] = {                                  \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##xts_newctx },                    \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))xts_einit },                           \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))xts_dinit },                           \
-        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))xts_update },                                \
-        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))xts_final },                                  \
-        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))xts_cipher },                                \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##xts_get_params },            \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
-        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_block_get_ctx_params },          \
-        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_block_gettable_ctx_params },\
-        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))xts_set_ctx_params },                \
-        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))xts_settable_ctx_params },      \
-        { 0, NULL }                                                                             \
+#define ACC_XTS_FUNCTIONS(kbits)                                                                  \
+    static const acc_cipher_kind aes##kbits##xts_kind = { .mode = ACC_MODE_XTS,                   \
+                                                          .keylen = 2 * (kbits) / 8,              \
+                                                          .ctx_size = sizeof(acc_xts_ctx),        \
+                                                          .custom_iv = 1,                         \
+                                                          .dup_raises = 1,                        \
+                                                          .on_dup = xts_on_dup,                   \
+                                                          .on_free = xts_on_free,                 \
+                                                          .set_ctx_params = xts_set_ctx_params }; \
+    static OSSL_FUNC_cipher_newctx_fn aes##kbits##xts_newctx;                                     \
+    static void *aes##kbits##xts_newctx(void *provctx)                                            \
+    {                                                                                             \
+        return acc_cipher_newctx(provctx, &aes##kbits##xts_kind);                                 \
+    }                                                                                             \
+    static OSSL_FUNC_cipher_get_params_fn aes##kbits##xts_get_params;                             \
+    static int aes##kbits##xts_get_params(OSSL_PARAM params[])                                    \
+    {                                                                                             \
+        return acc_cipher_get_params(params, &aes##kbits##xts_kind);                              \
+    }                                                                                             \
+    static const OSSL_DISPATCH aes##kbits##xts_functions[] = {                                    \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##xts_newctx },                      \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))xts_einit },                             \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))xts_dinit },                             \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))xts_update },                                  \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))xts_final },                                    \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))xts_cipher },                                  \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                         \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                           \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##xts_get_params },              \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },         \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_block_get_ctx_params },            \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_block_gettable_ctx_params },  \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))xts_set_ctx_params },                  \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))xts_settable_ctx_params },        \
+        { 0, NULL }                                                                               \
     }
 
 ACC_XTS_FUNCTIONS(256);
 ACC_XTS_FUNCTIONS(128);
 
-const OSSL_ALGORITHM acc_xts_cipher_algorithms[] = {
-    { ACC_NAMES_AES_256_XTS, ACC_PROPS, aes256xts_functions, NULL },
-    { ACC_NAMES_AES_128_XTS, ACC_PROPS, aes128xts_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};
+const OSSL_ALGORITHM acc_xts_cipher_algorithms[] = { { ACC_NAMES_AES_256_XTS, ACC_PROPS, aes256xts_functions, NULL },
+                                                     { ACC_NAMES_AES_128_XTS, ACC_PROPS, aes128xts_functions, NULL },
+                                                     { NULL, NULL, NULL, NULL } };

@@ -284,8 +284,7 @@ static int evp_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t
 
 /* The slot's XTS context for the pair (k1's keyset, k2) in direction dec, made or re-keyed if it
  * stands on another tweak key, and set to the tweak. NULL on failure. */
-static EVP_CIPHER_CTX *xts_ctx(const evp_keyset *ks1, const evp_keyset *ks2, evp_slot *s, int dec,
-                               const uint8_t iv[16])
+static EVP_CIPHER_CTX *xts_ctx(const evp_keyset *ks1, const evp_keyset *ks2, evp_slot *s, int dec, const uint8_t iv[16])
 {
     size_t kl = ks1->keylen;
     uint8_t key[64];
@@ -310,8 +309,8 @@ static EVP_CIPHER_CTX *xts_ctx(const evp_keyset *ks1, const evp_keyset *ks2, evp
 }
 
 /* One data unit through the default provider's AES-XTS. */
-static int evp_xts(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
-                   uint8_t *out, size_t len, int dec)
+static int evp_xts(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in, uint8_t *out,
+                   size_t len, int dec)
 {
     const evp_keyset *ks1 = k1->evp, *ks2 = k2->evp;
     EVP_CIPHER_CTX *x;
@@ -326,7 +325,7 @@ static int evp_xts(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t i
     ok = x != NULL && EVP_CipherUpdate(x, out, &outl, in, (int)len) && outl == (int)len;
     if (!ok) {
         OPENSSL_cleanse(out, len);
-        EVP_CIPHER_CTX_free(s->xts[dec]);   /* made again next time */
+        EVP_CIPHER_CTX_free(s->xts[dec]); /* made again next time */
         s->xts[dec] = NULL;
     }
     slot_give(s);
@@ -409,10 +408,8 @@ static int evp_copy_key(acc_aes_key *dst, const acc_aes_key *src)
     return 1;
 }
 
-static const acc_engine evp_engine = {
-    "evp", evp_set_key, evp_ecb_enc, evp_ecb_dec, evp_cbc_enc, evp_cbc_dec, evp_ctr, evp_xts,
-    evp_copy_key, evp_free_key
-};
+static const acc_engine evp_engine = { "evp",       evp_set_key, evp_ecb_enc, evp_ecb_dec,  evp_cbc_enc,
+                                       evp_cbc_dec, evp_ctr,     evp_xts,     evp_copy_key, evp_free_key };
 
 const acc_engine *acc_engine_evp(void)
 {

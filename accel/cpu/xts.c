@@ -14,7 +14,7 @@
  * branch). */
 TGT_NI INLINE __m128i x_mulx(__m128i t)
 {
-    __m128i m = _mm_shuffle_epi32(_mm_srai_epi32(t, 31), 0x13);   /* dword3's sign -> 0, dword1's -> 2 */
+    __m128i m = _mm_shuffle_epi32(_mm_srai_epi32(t, 31), 0x13); /* dword3's sign -> 0, dword1's -> 2 */
 
     m = _mm_and_si128(m, _mm_set_epi32(0, 1, 0, 0x87));
     return _mm_xor_si128(_mm_add_epi64(t, t), m);
@@ -24,7 +24,7 @@ TGT_NI INLINE __m128i x_mulx(__m128i t)
  * next, so a short unit's blocks all start at once. */
 TGT_NI INLINE __m128i x_mulxk(__m128i t, int k)
 {
-    __m128i o = _mm_shuffle_epi32(_mm_srli_epi64(t, 64 - k), 0x4E);   /* swap qwords */
+    __m128i o = _mm_shuffle_epi32(_mm_srli_epi64(t, 64 - k), 0x4E); /* swap qwords */
     __m128i red = _mm_xor_si128(_mm_xor_si128(o, _mm_slli_epi64(o, 1)),
                                 _mm_xor_si128(_mm_slli_epi64(o, 2), _mm_slli_epi64(o, 7)));
 
@@ -33,8 +33,7 @@ TGT_NI INLINE __m128i x_mulxk(__m128i t, int k)
 
 /* n <= 8 blocks; *t is the first block's tweak and becomes the next one. The tweak XOR after the
  * last round is folded into the last round key. */
-TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, int n,
-                           __m128i *t, int dec)
+TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, int n, __m128i *t, int dec)
 {
     __m128i x[8], tw[8], kl = XKEY(rk, rounds);
 #pragma GCC unroll 8
@@ -51,8 +50,7 @@ TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uin
         XST(out + 16 * j, x_last(x[j], _mm_xor_si128(kl, tw[j]), dec));
 }
 
-TGT_NI INLINE void x_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n,
-                         __m128i *t, int dec)
+TGT_NI INLINE void x_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec)
 {
     for (; n >= 8; n -= 8, in += 128, out += 128)
         x_xts_n(rk, rounds, in, out, 8, t, dec);
@@ -82,16 +80,18 @@ TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128
 TGT_VAES INLINE __m512i z_mulxk(__m512i t, __m512i sl)
 {
     __m512i sr = _mm512_sub_epi64(_mm512_set1_epi64(64), sl);
-    __m512i o = _mm512_shuffle_epi32(_mm512_srlv_epi64(t, sr), _MM_PERM_BADC);   /* swap qwords */
+    __m512i o = _mm512_shuffle_epi32(_mm512_srlv_epi64(t, sr), _MM_PERM_BADC); /* swap qwords */
     __m512i red = _mm512_xor_si512(_mm512_xor_si512(o, _mm512_slli_epi64(o, 1)),
                                    _mm512_xor_si512(_mm512_slli_epi64(o, 2), _mm512_slli_epi64(o, 7)));
 
-    o = _mm512_mask_blend_epi64(0x55, o, red);          /* low qwords take the reduced bits */
+    o = _mm512_mask_blend_epi64(0x55, o, red); /* low qwords take the reduced bits */
     return _mm512_xor_si512(_mm512_sllv_epi64(t, sl), o);
 }
 
 /* The round keys, each broadcast to the four lanes. */
-typedef struct { __m512i k[ACC_AES_MAXROUNDS + 1]; } zsched;
+typedef struct {
+    __m512i k[ACC_AES_MAXROUNDS + 1];
+} zsched;
 
 TGT_VAES INLINE __m512i zld(const uint8_t *p, int j, int n, int rem)
 {
@@ -112,8 +112,8 @@ TGT_VAES INLINE void zst(uint8_t *p, int j, int n, int rem, __m512i v)
 
 /* n registers (the last holding rem blocks when rem != 0); *t: the first four tweaks, advanced
  * past the group (by `adv` blocks). */
-TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out, int n, int rem,
-                             __m512i *t, int adv, int dec)
+TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out, int n, int rem, __m512i *t,
+                             int adv, int dec)
 {
     __m512i z[NREG], tw[NREG];
 #pragma GCC unroll 8
@@ -136,8 +136,8 @@ TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uin
 }
 
 /* n >= 1 blocks; *t (xmm) the first block's tweak, becomes the next one. */
-TGT_VAES INLINE void z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n,
-                           __m128i *t1, int dec)
+TGT_VAES INLINE void z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i *t1,
+                           int dec)
 {
     zsched s;
     __m512i t = z_mulxk(_mm512_broadcast_i32x4(*t1), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
@@ -155,13 +155,17 @@ TGT_VAES INLINE void z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uin
 }
 
 /* One out-of-line copy per key size and direction (XTS has 128- and 256-bit data keys). */
-#define XTS_KEY_SIZE(r)                                                                          \
-    TGT_VAES static __attribute__((noinline)) void zxts_enc##r(const uint8_t *rk, const uint8_t *in, \
-                                                               uint8_t *out, size_t n, __m128i *t) \
-    { z_xts(rk, r, in, out, n, t, 0); }                                                          \
-    TGT_VAES static __attribute__((noinline)) void zxts_dec##r(const uint8_t *rk, const uint8_t *in, \
-                                                               uint8_t *out, size_t n, __m128i *t) \
-    { z_xts(rk, r, in, out, n, t, 1); }
+#define XTS_KEY_SIZE(r)                                                                                            \
+    TGT_VAES static __attribute__((noinline)) void zxts_enc##r(const uint8_t *rk, const uint8_t *in, uint8_t *out, \
+                                                               size_t n, __m128i *t)                               \
+    {                                                                                                              \
+        z_xts(rk, r, in, out, n, t, 0);                                                                            \
+    }                                                                                                              \
+    TGT_VAES static __attribute__((noinline)) void zxts_dec##r(const uint8_t *rk, const uint8_t *in, uint8_t *out, \
+                                                               size_t n, __m128i *t)                               \
+    {                                                                                                              \
+        z_xts(rk, r, in, out, n, t, 1);                                                                            \
+    }
 
 XTS_KEY_SIZE(10)
 XTS_KEY_SIZE(14)
@@ -174,21 +178,23 @@ XTS_KEY_SIZE(14)
  * each round would choose between aesenc and aesdec. */
 typedef void xts_bulk_fn(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t);
 
-#define BULK_NI(name, d)                                                                          \
+#define BULK_NI(name, d)                                                                                 \
     TGT_NI static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
-    { x_xts((d) ? k->dec : k->enc, k->rounds, in, out, n, t, d); }
+    {                                                                                                    \
+        x_xts((d) ? k->dec : k->enc, k->rounds, in, out, n, t, d);                                       \
+    }
 
 /* Below VAES_MIN blocks the xmm code (aes_x.h says why). */
-#define BULK_VAES(name, d)                                                                        \
+#define BULK_VAES(name, d)                                                                                 \
     TGT_VAES static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
-    {                                                                                             \
-        const uint8_t *rk = (d) ? k->dec : k->enc;                                                \
-        if (n < VAES_MIN)                                                                         \
-            x_xts(rk, k->rounds, in, out, n, t, d);                                               \
-        else if (k->rounds == 10)                                                                 \
-            ((d) ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);                                   \
-        else                                                                                      \
-            ((d) ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);                                   \
+    {                                                                                                      \
+        const uint8_t *rk = (d) ? k->dec : k->enc;                                                         \
+        if (n < VAES_MIN)                                                                                  \
+            x_xts(rk, k->rounds, in, out, n, t, d);                                                        \
+        else if (k->rounds == 10)                                                                          \
+            ((d) ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);                                            \
+        else                                                                                               \
+            ((d) ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);                                            \
     }
 
 BULK_NI(bulk_ni_enc, 0)
@@ -212,7 +218,7 @@ TGT_NI INLINE void xts_steal(const acc_aes_key *k, const uint8_t *in, uint8_t *o
     XST(out, x_xts_one(rk, k->rounds, XLD(cc), dec ? t : t2, dec));
     memset(cc, 0, sizeof(cc));
     memset(tail, 0, sizeof(tail));
-    __asm__ volatile("" : : "r"(cc), "r"(tail) : "memory");   /* keep the wipe */
+    __asm__ volatile("" : : "r"(cc), "r"(tail) : "memory"); /* keep the wipe */
 }
 
 TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
@@ -225,7 +231,7 @@ TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const u
         return 0;
     t = x_xts_one(k2->enc, k2->rounds, XLD(iv), _mm_setzero_si128(), 0);
     if (r != 0)
-        whole--;                      /* the last whole block goes with the partial one */
+        whole--; /* the last whole block goes with the partial one */
     if (whole > 0)
         bulk(k1, in, out, whole, &t);
     if (r != 0)
