@@ -45,6 +45,12 @@ typedef struct acc_engine {
     int  (*cbc_enc)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
     int  (*cbc_dec)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16]);
     int  (*ctr)(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t ctr[16]);
+    /* XTS (IEEE 1619): one whole data unit of len >= 16 bytes, ciphertext stealing for a partial
+     * last block. k1 is the data key (its decryption schedule when dec), k2 the tweak key
+     * (encryption schedule), tweak the 16-byte IV, read only. Returns 1/0 as the block
+     * functions above (on failure out is wiped). */
+    int (*xts)(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t tweak[16], const uint8_t *in, uint8_t *out,
+               size_t len, int dec);
     /* Copy a schedule (dupctx). Returns 1/0. */
     int  (*copy_key)(acc_aes_key *dst, const acc_aes_key *src);
     /* Cleanse and release a schedule. */

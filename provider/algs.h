@@ -8,6 +8,7 @@
 
 extern const OSSL_ALGORITHM acc_cipher_algorithms[];
 extern const OSSL_ALGORITHM acc_gcm_cipher_algorithms[];   /* provider/cipher_gcm.c */
+extern const OSSL_ALGORITHM acc_xts_cipher_algorithms[];   /* provider/cipher_xts.c */
 extern const OSSL_ALGORITHM acc_rand_algorithms[];
 
 /* provider/settings.c: read the provider's openssl.cnf section through the core, then the

@@ -248,7 +248,9 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
         { OSSL_CIPHER_PARAM_AEAD, kind->aead }, { OSSL_CIPHER_PARAM_CUSTOM_IV, kind->custom_iv }, { OSSL_CIPHER_PARAM_CTS, 0 },
         { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, kind->tls1_multiblock }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 }
     };
-    size_t blksz = kind->mode == ACC_MODE_CTR || kind->mode == ACC_MODE_GCM ? 1 : ACC_AES_BLOCK;
+    /* the stream-like modes report a block size of 1, as the default's do */
+    size_t blksz = kind->mode == ACC_MODE_CTR || kind->mode == ACC_MODE_GCM || kind->mode == ACC_MODE_XTS ? 1
+                                                                                                      : ACC_AES_BLOCK;
     OSSL_PARAM *p;
 
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_MODE)) != NULL && !OSSL_PARAM_set_uint(p, kind->mode))

@@ -15,7 +15,8 @@
 struct acc_prov_ctx;
 struct acc_cipher_ctx;
 
-typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5, ACC_MODE_GCM = 6 } acc_mode; /* EVP_CIPH_*_MODE */
+/* = EVP_CIPH_*_MODE */
+typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5, ACC_MODE_GCM = 6, ACC_MODE_XTS = 0x10001 } acc_mode;
 
 /* What a cipher is, and what it does beyond the core. Hooks may be NULL. */
 typedef struct acc_cipher_kind {
@@ -71,6 +72,8 @@ typedef struct acc_cipher_ctx {
 
 #define ACC_ACCT_FLUSH (64u * 1024u)
 
+/* XTS is no block operation of its own here (engine.h's xts runs a whole unit); its data key
+ * needs the schedules of ECB in the same direction. */
 static inline acc_op acc_op_of(acc_mode mode, int enc)
 {
     /* GCM runs on its own engine (accel/gcm.h), never as an acc_req: CTR names its counters */

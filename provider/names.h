@@ -15,6 +15,8 @@
 #define ACC_NAMES_AES_128_GCM "AES-128-GCM:id-aes128-GCM:2.16.840.1.101.3.4.1.6"
 #define ACC_NAMES_AES_192_GCM "AES-192-GCM:id-aes192-GCM:2.16.840.1.101.3.4.1.26"
 #define ACC_NAMES_AES_256_GCM "AES-256-GCM:id-aes256-GCM:2.16.840.1.101.3.4.1.46"
+#define ACC_NAMES_AES_128_XTS "AES-128-XTS:1.3.111.2.1619.0.1.1"
+#define ACC_NAMES_AES_256_XTS "AES-256-XTS:1.3.111.2.1619.0.1.2"
 
 /* The DRBG delegate answers to the name libcrypto fetches by default. */
 #define ACC_NAMES_CTR_DRBG "CTR-DRBG"

@@ -221,14 +221,15 @@ static int prov_get_params(void *vprov, OSSL_PARAM params[])
     return 1;
 }
 
-/* The nine block-mode ciphers, the three GCM ones and the stitched TLS ones, as one table. */
+/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones, as one table. */
 #define MAX_CIPHER_ALGS 24
 static OSSL_ALGORITHM all_ciphers[MAX_CIPHER_ALGS];
 static pthread_once_t all_ciphers_once = PTHREAD_ONCE_INIT;
 
 static void all_ciphers_init(void)
 {
-    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms, acc_hmac_cipher_algorithms };
+    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms, acc_xts_cipher_algorithms,
+                                       acc_hmac_cipher_algorithms };
     size_t n = 0;
 
     for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)

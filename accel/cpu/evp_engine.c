@@ -31,6 +31,10 @@ typedef struct evp_slot {
     /* The IV each context continues with, so a chained call skips re-initialising it. */
     uint8_t next_iv[C_N][16];
     int have_iv[C_N];
+    /* XTS, made at first use: [0] encrypts, [1] decrypts; each keyed with this key and the tweak
+     * key copied beside it (an XTS key is the pair, and the pair is only known at the call). */
+    EVP_CIPHER_CTX *xts[2];
+    uint8_t xts_k2[2][32];
 } evp_slot;
 
 typedef struct evp_keyset {
@@ -48,6 +52,7 @@ typedef struct evp_keyset {
 
 static EVP_CIPHER *g_ciph[3][3];  /* [ECB, CBC, CTR][128, 192, 256] */
 static OSSL_LIB_CTX *g_lib;       /* the private context itself, for the GCM fallback (gcm_evp.c) */
+static EVP_CIPHER *g_xts[2];      /* AES-128-XTS, AES-256-XTS */
 static int g_ready;
 static int g_atfork;
 static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,7 +70,7 @@ static void evp_atfork_child(void)
 static int evp_lib_init(void)
 {
     static const char *const mode[3] = { "ECB", "CBC", "CTR" };
-    EVP_CIPHER *c[3][3] = { { NULL } };
+    EVP_CIPHER *c[3][3] = { { NULL } }, *x[2] = { NULL, NULL };
     OSSL_PROVIDER *prov = NULL;
     OSSL_LIB_CTX *lib;
     char name[32];
@@ -82,7 +87,11 @@ static int evp_lib_init(void)
             snprintf(name, sizeof(name), "AES-%d-%s", 128 + 64 * i, mode[m]);
             ok = (c[m][i] = EVP_CIPHER_fetch(lib, name, "provider=default")) != NULL;
         }
+    for (int i = 0; i < 2 && ok; i++)
+        ok = (x[i] = EVP_CIPHER_fetch(lib, i ? "AES-256-XTS" : "AES-128-XTS", "provider=default")) != NULL;
     if (!ok) {
+        EVP_CIPHER_free(x[0]);
+        EVP_CIPHER_free(x[1]);
         for (int m = 0; m < 3; m++)
             for (int i = 0; i < 3; i++)
                 EVP_CIPHER_free(c[m][i]);
@@ -93,6 +102,7 @@ static int evp_lib_init(void)
     }
     memcpy(g_ciph, c, sizeof(g_ciph));
     g_lib = lib;
+    memcpy(g_xts, x, sizeof(g_xts));
     return 1;
 }
 
@@ -144,6 +154,11 @@ static void slot_clear(evp_slot *s)
         s->c[i] = NULL;
         s->have_iv[i] = 0;
     }
+    for (int i = 0; i < 2; i++) {
+        EVP_CIPHER_CTX_free(s->xts[i]);
+        s->xts[i] = NULL;
+    }
+    OPENSSL_cleanse(s->xts_k2, sizeof(s->xts_k2));
     s->ready = 0;
 }
 
@@ -275,6 +290,56 @@ static int evp_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t
     return evp_blocks(k, ACC_OP_CTR, in, out, n, ctr);
 }
 
+/* The slot's XTS context for the pair (k1's keyset, k2) in direction dec, made or re-keyed if it
+ * stands on another tweak key, and set to the tweak. NULL on failure. */
+static EVP_CIPHER_CTX *xts_ctx(const evp_keyset *ks1, const evp_keyset *ks2, evp_slot *s, int dec, const uint8_t iv[16])
+{
+    size_t kl = ks1->keylen;
+    uint8_t key[64];
+    int ok;
+
+    if (s->xts[dec] != NULL && CRYPTO_memcmp(s->xts_k2[dec], ks2->key, kl) == 0)
+        return EVP_CipherInit_ex2(s->xts[dec], NULL, NULL, iv, -1, NULL) ? s->xts[dec] : NULL;
+    EVP_CIPHER_CTX_free(s->xts[dec]);
+    if ((s->xts[dec] = EVP_CIPHER_CTX_new()) == NULL)
+        return NULL;
+    memcpy(key, ks1->key, kl);
+    memcpy(key + kl, ks2->key, kl);
+    ok = EVP_CipherInit_ex2(s->xts[dec], g_xts[kl == 32], key, iv, !dec, NULL);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (!ok) {
+        EVP_CIPHER_CTX_free(s->xts[dec]);
+        s->xts[dec] = NULL;
+        return NULL;
+    }
+    memcpy(s->xts_k2[dec], ks2->key, kl);
+    return s->xts[dec];
+}
+
+/* One data unit through the default provider's AES-XTS. */
+static int evp_xts(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in, uint8_t *out,
+                   size_t len, int dec)
+{
+    const evp_keyset *ks1 = k1->evp, *ks2 = k2->evp;
+    EVP_CIPHER_CTX *x;
+    int ok, outl = 0;
+
+    if (ks1 == NULL || ks2 == NULL || ks1->keylen != ks2->keylen || ks1->keylen == 24 || len > EVP_MAX_BYTES
+        || len < 16)
+        return 0;
+    evp_slot *s = slot_take(k1->evp);
+    dec = dec != 0;
+    x = xts_ctx(ks1, ks2, s, dec, iv);
+    ok = x != NULL && EVP_CipherUpdate(x, out, &outl, in, (int)len) && outl == (int)len;
+    if (!ok) {
+        OPENSSL_cleanse(out, len);
+        EVP_CIPHER_CTX_free(s->xts[dec]); /* made again next time */
+        s->xts[dec] = NULL;
+    }
+    slot_give(s);
+    return ok;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Key management
  * ------------------------------------------------------------------------------------------ */
@@ -351,10 +416,8 @@ static int evp_copy_key(acc_aes_key *dst, const acc_aes_key *src)
     return 1;
 }
 
-static const acc_engine evp_engine = {
-    "evp", evp_set_key, evp_ecb_enc, evp_ecb_dec, evp_cbc_enc, evp_cbc_dec, evp_ctr,
-    evp_copy_key, evp_free_key
-};
+static const acc_engine evp_engine = { "evp",       evp_set_key, evp_ecb_enc, evp_ecb_dec,  evp_cbc_enc,
+                                       evp_cbc_dec, evp_ctr,     evp_xts,     evp_copy_key, evp_free_key };
 
 const acc_engine *acc_engine_evp(void)
 {

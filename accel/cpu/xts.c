@@ -1,0 +1,256 @@
+/* accel/cpu/xts.c: AES-XTS (IEEE 1619) for the inline engines: the xmm AES-NI code (aesni.c's
+ * engine, and short units on the VAES engine) and the VAES zmm code, four tweaks per register.
+ * A unit: T0 = E(k2, IV), block j: C = E(k1, P ^ Tj) ^ Tj with Tj = T0 * x^j in GF(2^128)
+ * (x^128 + x^7 + x^2 + x + 1, the tweak read as a little-endian integer); a partial last block
+ * steals ciphertext from the block before it. Nothing here branches on data or keys. */
+#include "accel/cpu/aes_x.h"
+
+/* ------------------------------------------------------------------------------------------
+ * xmm
+ * ------------------------------------------------------------------------------------------ */
+
+/* t * x: each qword shifted left one bit; the top bit of the low qword carries into the high
+ * qword, the top bit of the high qword folds back as 0x87 (the sign masks make both without a
+ * branch). */
+TGT_NI INLINE __m128i x_mulx(__m128i t)
+{
+    __m128i m = _mm_shuffle_epi32(_mm_srai_epi32(t, 31), 0x13); /* dword3's sign -> 0, dword1's -> 2 */
+
+    m = _mm_and_si128(m, _mm_set_epi32(0, 1, 0, 0x87));
+    return _mm_xor_si128(_mm_add_epi64(t, t), m);
+}
+
+/* t * x^k for 1 <= k <= 8 (as z_mulxk below, on one lane): no chain from one block's tweak to the
+ * next, so a short unit's blocks all start at once. */
+TGT_NI INLINE __m128i x_mulxk(__m128i t, int k)
+{
+    __m128i o = _mm_shuffle_epi32(_mm_srli_epi64(t, 64 - k), 0x4E); /* swap qwords */
+    __m128i red = _mm_xor_si128(_mm_xor_si128(o, _mm_slli_epi64(o, 1)),
+                                _mm_xor_si128(_mm_slli_epi64(o, 2), _mm_slli_epi64(o, 7)));
+
+    return _mm_xor_si128(_mm_slli_epi64(t, k), _mm_blend_epi16(o, red, 0x0F));
+}
+
+/* n <= 8 blocks; *t is the first block's tweak and becomes the next one. The tweak XOR after the
+ * last round is folded into the last round key. */
+TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, int n, __m128i *t, int dec)
+{
+    __m128i x[8], tw[8], kl = XKEY(rk, rounds);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        /* a full group is throughput-bound: the doubling chain has the fewest instructions; a
+         * short unit is latency-bound: each tweak straight from the first */
+        tw[j] = j == 0 ? *t : n == 8 ? x_mulx(tw[j - 1]) : x_mulxk(*t, j);
+        x[j] = _mm_xor_si128(XLD(in + 16 * j), tw[j]);
+    }
+    *t = n == 8 ? x_mulx(tw[7]) : x_mulxk(*t, n);
+    x_mid(rk, rounds, x, n, dec);
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++)
+        XST(out + 16 * j, x_last(x[j], _mm_xor_si128(kl, tw[j]), dec));
+}
+
+TGT_NI INLINE void x_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec)
+{
+    for (; n >= 8; n -= 8, in += 128, out += 128)
+        x_xts_n(rk, rounds, in, out, 8, t, dec);
+#define G(q) x_xts_n(rk, rounds, in, out, q, t, dec)
+    X_TAIL(n, G);
+#undef G
+}
+
+/* One block with its own tweak (ciphertext stealing). */
+TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128i t, int dec)
+{
+    __m128i x = _mm_xor_si128(b, t);
+
+    x_mid(rk, rounds, &x, 1, dec);
+    return x_last(x, _mm_xor_si128(XKEY(rk, rounds), t), dec);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * zmm: lane i of register j holds the tweak of block 4j + i
+ * ------------------------------------------------------------------------------------------ */
+
+#define NREG 8
+
+/* Each 128-bit lane times x^k, k per qword pair in sl (0..57, the same for both qwords of a lane):
+ * the k bits shifted out of the low qword enter the high one, the k bits out of the high qword o
+ * fold back as o * 0x87 = o ^ o<<1 ^ o<<2 ^ o<<7 (carry-less; below 2^64 for k <= 57). */
+TGT_VAES INLINE __m512i z_mulxk(__m512i t, __m512i sl)
+{
+    __m512i sr = _mm512_sub_epi64(_mm512_set1_epi64(64), sl);
+    __m512i o = _mm512_shuffle_epi32(_mm512_srlv_epi64(t, sr), _MM_PERM_BADC); /* swap qwords */
+    __m512i red = _mm512_xor_si512(_mm512_xor_si512(o, _mm512_slli_epi64(o, 1)),
+                                   _mm512_xor_si512(_mm512_slli_epi64(o, 2), _mm512_slli_epi64(o, 7)));
+
+    o = _mm512_mask_blend_epi64(0x55, o, red); /* low qwords take the reduced bits */
+    return _mm512_xor_si512(_mm512_sllv_epi64(t, sl), o);
+}
+
+/* The round keys, each broadcast to the four lanes. */
+typedef struct {
+    __m512i k[ACC_AES_MAXROUNDS + 1];
+} zsched;
+
+TGT_VAES INLINE __m512i zld(const uint8_t *p, int j, int n, int rem)
+{
+    p += 64 * j;
+    if (j < n - 1 || rem == 0)
+        return _mm512_loadu_si512(p);
+    return _mm512_maskz_loadu_epi64((__mmask8)((1u << (2 * rem)) - 1), p);
+}
+
+TGT_VAES INLINE void zst(uint8_t *p, int j, int n, int rem, __m512i v)
+{
+    p += 64 * j;
+    if (j < n - 1 || rem == 0)
+        _mm512_storeu_si512(p, v);
+    else
+        _mm512_mask_storeu_epi64(p, (__mmask8)((1u << (2 * rem)) - 1), v);
+}
+
+/* n registers (the last holding rem blocks when rem != 0); *t: the first four tweaks, advanced
+ * past the group (by `adv` blocks). */
+TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out, int n, int rem, __m512i *t,
+                             int adv, int dec)
+{
+    __m512i z[NREG], tw[NREG];
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        tw[j] = j == 0 ? *t : z_mulxk(*t, _mm512_set1_epi64(4 * j));
+        z[j] = _mm512_xor_si512(_mm512_xor_si512(zld(in, j, n, rem), tw[j]), s->k[0]);
+    }
+    *t = z_mulxk(*t, _mm512_set1_epi64(adv));
+#pragma GCC unroll 13
+    for (int r = 1; r < rounds; r++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < n; j++)
+            z[j] = dec ? _mm512_aesdec_epi128(z[j], s->k[r]) : _mm512_aesenc_epi128(z[j], s->k[r]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < n; j++) {
+        __m512i kl = _mm512_xor_si512(s->k[rounds], tw[j]);
+        zst(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], kl) : _mm512_aesenclast_epi128(z[j], kl));
+    }
+}
+
+/* n >= 1 blocks; *t (xmm) the first block's tweak, becomes the next one. */
+TGT_VAES INLINE void z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i *t1,
+                           int dec)
+{
+    zsched s;
+    __m512i t = z_mulxk(_mm512_broadcast_i32x4(*t1), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
+
+#pragma GCC unroll 15
+    for (int r = 0; r <= rounds; r++)
+        s.k[r] = _mm512_broadcast_i32x4(XKEY(rk, r));
+    for (; n >= 32; n -= 32, in += 512, out += 512)
+        z_xts_n(&s, rounds, in, out, NREG, 0, &t, 32, dec);
+#define G(q) z_xts_n(&s, rounds, in, out, q, (int)(n & 3), &t, (int)n, dec)
+    if (n > 0)
+        GROUP_OF((n + 3) / 4, G)
+#undef G
+    *t1 = _mm512_castsi512_si128(t);
+}
+
+/* One out-of-line copy per key size and direction (XTS has 128- and 256-bit data keys). */
+#define XTS_KEY_SIZE(r)                                                                                            \
+    TGT_VAES static __attribute__((noinline)) void zxts_enc##r(const uint8_t *rk, const uint8_t *in, uint8_t *out, \
+                                                               size_t n, __m128i *t)                               \
+    {                                                                                                              \
+        z_xts(rk, r, in, out, n, t, 0);                                                                            \
+    }                                                                                                              \
+    TGT_VAES static __attribute__((noinline)) void zxts_dec##r(const uint8_t *rk, const uint8_t *in, uint8_t *out, \
+                                                               size_t n, __m128i *t)                               \
+    {                                                                                                              \
+        z_xts(rk, r, in, out, n, t, 1);                                                                            \
+    }
+
+XTS_KEY_SIZE(10)
+XTS_KEY_SIZE(14)
+
+/* ------------------------------------------------------------------------------------------
+ * A whole data unit
+ * ------------------------------------------------------------------------------------------ */
+
+/* Every function below is compiled per direction (dec a constant): with dec a run-time value
+ * each round would choose between aesenc and aesdec. */
+typedef void xts_bulk_fn(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t);
+
+#define BULK_NI(name, d)                                                                                 \
+    TGT_NI static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
+    {                                                                                                    \
+        x_xts((d) ? k->dec : k->enc, k->rounds, in, out, n, t, d);                                       \
+    }
+
+/* Below VAES_MIN blocks the xmm code (aes_x.h says why). */
+#define BULK_VAES(name, d)                                                                                 \
+    TGT_VAES static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
+    {                                                                                                      \
+        const uint8_t *rk = (d) ? k->dec : k->enc;                                                         \
+        if (n < VAES_MIN)                                                                                  \
+            x_xts(rk, k->rounds, in, out, n, t, d);                                                        \
+        else if (k->rounds == 10)                                                                          \
+            ((d) ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);                                            \
+        else                                                                                               \
+            ((d) ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);                                            \
+    }
+
+BULK_NI(bulk_ni_enc, 0)
+BULK_NI(bulk_ni_dec, 1)
+BULK_VAES(bulk_vaes_enc, 0)
+BULK_VAES(bulk_vaes_dec, 1)
+
+/* The last whole block and the r-byte partial one after it (IEEE 1619 5.3.2 / 5.4.2): encryption
+ * runs the whole block with tweak t, the stolen block with t*x; decryption the other way round.
+ * The partial input is read before anything is written, so in == out is safe. */
+TGT_NI INLINE void xts_steal(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t r, __m128i t, int dec)
+{
+    const uint8_t *rk = dec ? k->dec : k->enc;
+    __m128i t2 = x_mulx(t);
+    uint8_t cc[16], tail[16];
+
+    memcpy(tail, in + 16, r);
+    XST(cc, x_xts_one(rk, k->rounds, XLD(in), dec ? t2 : t, dec));
+    memcpy(out + 16, cc, r);
+    memcpy(cc, tail, r);
+    XST(out, x_xts_one(rk, k->rounds, XLD(cc), dec ? t : t2, dec));
+    memset(cc, 0, sizeof(cc));
+    memset(tail, 0, sizeof(tail));
+    __asm__ volatile("" : : "r"(cc), "r"(tail) : "memory"); /* keep the wipe */
+}
+
+TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                           uint8_t *out, size_t len, int dec, xts_bulk_fn *bulk)
+{
+    size_t whole = len / 16, r = len % 16;
+    __m128i t;
+
+    if (len < 16)
+        return 0;
+    t = x_xts_one(k2->enc, k2->rounds, XLD(iv), _mm_setzero_si128(), 0);
+    if (r != 0)
+        whole--; /* the last whole block goes with the partial one */
+    if (whole > 0)
+        bulk(k1, in, out, whole, &t);
+    if (r != 0)
+        xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
+    return 1;
+}
+
+TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                      uint8_t *out, size_t len, int dec)
+{
+    if (dec)
+        return xts_unit(k1, k2, iv, in, out, len, 1, bulk_ni_dec);
+    return xts_unit(k1, k2, iv, in, out, len, 0, bulk_ni_enc);
+}
+
+TGT_NI int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                        uint8_t *out, size_t len, int dec)
+{
+    if (dec)
+        return xts_unit(k1, k2, iv, in, out, len, 1, bulk_vaes_dec);
+    return xts_unit(k1, k2, iv, in, out, len, 0, bulk_vaes_enc);
+}
