@@ -41,6 +41,18 @@ void acc_policy_make(acc_policy *p, const acc_settings *s)
         p->split_min[op] = serial ? SIZE_MAX : split;
         p->inline_below[op] = min2(p->batch_min[op], min2(p->gpu_min[op], p->split_min[op]));
     }
+    p->split_min_gcm = split;
+    p->split_min_xts = split;
+}
+
+int acc_policy_split_gcm(const acc_policy *p, size_t len)
+{
+    return len >= p->split_min_gcm && acc_sched_cpu_units() > 1;
+}
+
+int acc_policy_split_xts(const acc_policy *p, size_t len)
+{
+    return len >= p->split_min_xts && acc_sched_cpu_units() > 1;
 }
 
 unsigned acc_policy_paths(const acc_policy *p, acc_op op, size_t len)
