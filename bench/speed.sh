@@ -15,8 +15,8 @@ mkdir -p "$(dirname "$OUT")"
 OPENSSL_MODULES=$(pwd)/build
 export OPENSSL_MODULES
 
-# cipher and direction; `dec` adds -decrypt (only CBC differs: ECB/CTR decrypt is the same work).
-TESTS="aes-128-ctr:enc aes-128-cbc:enc aes-128-cbc:dec aes-128-ecb:enc"
+# cipher and direction; `dec` adds -decrypt (ECB/CTR decrypt is the same work as encrypt; CBC, GCM and XTS differ).
+TESTS="aes-128-ctr:enc aes-128-cbc:enc aes-128-cbc:dec aes-128-ecb:enc aes-128-gcm:enc aes-128-gcm:dec aes-128-xts:enc aes-128-xts:dec"
 # "" = speed's default sizes (16 B .. 16 KiB), then one 1 MiB buffer.
 SIZESETS="default 1048576"
 
