@@ -86,6 +86,12 @@ static void test_settings(void)
     CHECK(p.inline_below[ACC_OP_CTR] == 64 * 1024, "CTR inline below %zu", p.inline_below[ACC_OP_CTR]);
     CHECK(!(acc_policy_paths(&p, ACC_OP_CBC_ENC, 1u << 30) & (ACC_TRY_GPU | ACC_TRY_SPLIT)),
           "CBC-encrypt is serial: no GPU, no split");
+    /* GCM updates and XTS units split from the same size as the block modes (raised to two pieces) */
+    CHECK(p.split_min_gcm == 64 * 1024 && p.split_min_xts == 64 * 1024, "GCM/XTS split from %zu/%zu",
+          p.split_min_gcm, p.split_min_xts);
+    s = settings(ACC_BACKEND_AUTO, 1u << 20, 0);
+    acc_policy_make(&p, &s);
+    CHECK(p.split_min_gcm == 1u << 20 && p.split_min_xts == 1u << 20, "GCM/XTS follow split_min");
 }
 
 static void ref_iv(acc_op op, const uint8_t iv0[16], const uint8_t *in, const uint8_t *out, size_t k, uint8_t iv[16])
