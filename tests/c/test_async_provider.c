@@ -1,7 +1,8 @@
 /* tests/c/test_async_provider.c: many ASYNC jobs encrypting through the accelaes provider
  * (build/accelaes.so, loaded with OSSL_PROVIDER_load; OPENSSL_MODULES names its folder):
- * CBC with and without padding, several updates of ragged lengths, every output checked
- * against OpenSSL's default provider. Batching must not change a byte. */
+ * CBC with and without padding, GCM (tag checked too) and XTS (one data unit per stream), several
+ * updates of ragged lengths, every output checked against OpenSSL's default provider. Batching
+ * must not change a byte; GCM and XTS do not batch, and their jobs must finish all the same. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,14 @@ static void check(int cond, const char *what)
     }
 }
 
+enum { CBC, GCM, XTS };
+#define NCIPH 8
+
 typedef struct stream {
     EVP_CIPHER *ciph;          /* accelaes */
     EVP_CIPHER *ref;           /* default */
-    uint8_t key[32], iv[16];
+    int kind;                  /* CBC, GCM (a 16-byte tag after the output), XTS (one update) */
+    uint8_t key[64], iv[16];
     uint8_t *in, *out, *want;
     size_t total, outlen, wantlen;
     size_t lens[6];
@@ -57,7 +62,12 @@ static int encrypt_all(EVP_CIPHER *c, stream *s, uint8_t *dst, size_t *dlen)
         o += (size_t)ol;
     }
     ok = ok && EVP_EncryptFinal_ex(ctx, dst + o, &ol);
-    *dlen = o + (size_t)ol;
+    o += (size_t)ol;
+    if (ok && s->kind == GCM) {
+        ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, dst + o) > 0;
+        o += 16;
+    }
+    *dlen = o;
     EVP_CIPHER_CTX_free(ctx);
     return ok;
 }
@@ -70,7 +80,7 @@ static int job_fn(void *arg)
     return s->ok;
 }
 
-static void run(int njobs, EVP_CIPHER *const ciphs[3], EVP_CIPHER *const refs[3])
+static void run(int njobs, EVP_CIPHER *const ciphs[NCIPH], EVP_CIPHER *const refs[NCIPH], const int kinds[NCIPH])
 {
     stream *ss = calloc((size_t)njobs, sizeof(*ss));
     ASYNC_JOB **jobs = calloc((size_t)njobs, sizeof(*jobs));
@@ -85,28 +95,32 @@ static void run(int njobs, EVP_CIPHER *const ciphs[3], EVP_CIPHER *const refs[3]
     }
     for (int i = 0; i < njobs; i++) {
         stream *s = &ss[i];
-        int k = rand() % 3;
+        int k = rand() % NCIPH;
 
         s->ciph = ciphs[k];
         s->ref = refs[k];
+        s->kind = kinds[k];
         s->pad = rand() % 2;
-        s->nupd = 1 + rand() % 6;
+        /* XTS: each update is a data unit of its own, at least one block: one update */
+        s->nupd = s->kind == XTS ? 1 : 1 + rand() % 6;
         for (int u = 0; u < s->nupd; u++) {
             s->lens[u] = pick_len();
+            if (s->kind == XTS && s->lens[u] < 16)
+                s->lens[u] += 16;
             s->total += s->lens[u];
         }
-        if (!s->pad) {
+        if (!s->pad && s->kind == CBC) {
             /* Without padding the whole stream must be whole blocks. */
             size_t fix = (16 - s->total % 16) % 16;
 
             s->lens[s->nupd - 1] += fix;
             s->total += fix;
         }
-        RAND_bytes(s->key, 32);
+        RAND_bytes(s->key, 64); /* XTS: two different halves (but for a 2^-128 chance) */
         RAND_bytes(s->iv, 16);
         s->in = malloc(s->total + 1);
-        s->out = malloc(s->total + 32);
-        s->want = malloc(s->total + 32);
+        s->out = malloc(s->total + 48);
+        s->want = malloc(s->total + 48);
         w[i] = ASYNC_WAIT_CTX_new();
         if (s->in == NULL || s->out == NULL || s->want == NULL || w[i] == NULL
             || !RAND_bytes(s->in, (int)s->total + 1)
@@ -159,11 +173,13 @@ static void run(int njobs, EVP_CIPHER *const ciphs[3], EVP_CIPHER *const refs[3]
 
 int main(void)
 {
-    static const char *names[3] = { "AES-128-CBC", "AES-192-CBC", "AES-256-CBC" };
+    static const char *names[NCIPH] = { "AES-128-CBC", "AES-192-CBC", "AES-256-CBC", "AES-128-GCM",
+                                        "AES-192-GCM", "AES-256-GCM", "AES-128-XTS", "AES-256-XTS" };
+    static const int kinds[NCIPH] = { CBC, CBC, CBC, GCM, GCM, GCM, XTS, XTS };
     unsigned seed = (unsigned)(getenv("TEST_SEED") ? strtoul(getenv("TEST_SEED"), NULL, 10) : 777u);
     OSSL_LIB_CTX *lib = OSSL_LIB_CTX_new();
     OSSL_PROVIDER *acc = NULL, *def = NULL;
-    EVP_CIPHER *ciphs[3] = { NULL }, *refs[3] = { NULL };
+    EVP_CIPHER *ciphs[NCIPH] = { NULL }, *refs[NCIPH] = { NULL };
 
     if (lib == NULL || (def = OSSL_PROVIDER_load(lib, "default")) == NULL) {
         printf("cannot set up a library context\n0 passed, 1 failed\n");
@@ -175,7 +191,7 @@ int main(void)
                "OPENSSL_MODULES=build)\n0 passed, 0 failed\n");
         return 0;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NCIPH; k++) {
         ciphs[k] = EVP_CIPHER_fetch(lib, names[k], "provider=accelaes");
         refs[k] = EVP_CIPHER_fetch(lib, names[k], "provider=default");
         if (ciphs[k] == NULL || refs[k] == NULL) {
@@ -185,11 +201,11 @@ int main(void)
     }
     srand(seed);
     printf("seed %u\n", seed);
-    run(16, ciphs, refs);
-    run(37, ciphs, refs);
-    run(3, ciphs, refs);
-    run(1, ciphs, refs);
-    for (int k = 0; k < 3; k++) {
+    run(16, ciphs, refs, kinds);
+    run(37, ciphs, refs, kinds);
+    run(3, ciphs, refs, kinds);
+    run(1, ciphs, refs, kinds);
+    for (int k = 0; k < NCIPH; k++) {
         EVP_CIPHER_free(ciphs[k]);
         EVP_CIPHER_free(refs[k]);
     }

@@ -1,6 +1,7 @@
 /* tests/c/test_seccomp_child.c: a forked child enters a seccomp sandbox the way OpenSSH's
  * privilege-separation child does (a short allow-list, files refused with EACCES, anything else
- * kills the process) and then uses accelaes: every cipher and direction from 16 B to 1 MiB,
+ * kills the process) and then uses accelaes: every cipher and direction from 16 B to 1 MiB (GCM:
+ * ciphertext and tag as the default's, the default's ciphertext opened, a wrong tag refused),
  * CBC-encrypt inside ASYNC jobs (the batch path), a failing call, and the counters. The child
  * must survive, match the default provider byte for byte, and its bytes must reach the shared
  * segment's totals. `test_seccomp_child files-readable` lets the child read files (so the
@@ -24,16 +25,18 @@ static int passed, failed;
                            printf(__VA_ARGS__); printf("\n"); } } while (0)
 
 static const char *const names[] = {
-    "AES-128-ECB", "AES-192-ECB", "AES-256-ECB", "AES-128-CBC", "AES-192-CBC", "AES-256-CBC",
-    "AES-128-CTR", "AES-192-CTR", "AES-256-CTR",
+    "AES-128-ECB", "AES-192-ECB", "AES-256-ECB", "AES-128-CBC", "AES-192-CBC", "AES-256-CBC", "AES-128-CTR",
+    "AES-192-CTR", "AES-256-CTR", "AES-128-GCM", "AES-192-GCM", "AES-256-GCM", "AES-128-XTS", "AES-256-XTS",
 };
+#define GCM_FIRST 9 /* names[9..11] are AEAD: a tag after final (encrypt), before it (decrypt) */
+#define IS_GCM(c) ((c) >= GCM_FIRST && (c) < GCM_FIRST + 3)
 #define NCIPH (sizeof(names) / sizeof(names[0]))
 static const size_t sizes[] = { 16, 64, 256, 1024, 8192, 16384, 65536, 262144, 1048576 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 #define MAXLEN (1048576 + 32)
 
 static EVP_CIPHER *acc[NCIPH], *ref[NCIPH];
-static unsigned char key[32], iv[16], *in, *out_a, *out_r;
+static unsigned char key[64], iv[16], *in, *out_a, *out_r; /* XTS: two different key halves */
 
 typedef enum {
     FILES_REFUSED,     /* OpenSSH's: files refused with EACCES, anything outside the list kills */
@@ -76,21 +79,45 @@ static int enter_sandbox(sandbox_mode mode)
     return rc;
 }
 
-static int one_shot(EVP_CIPHER *c, int enc, const unsigned char *src, size_t len, unsigned char *dst,
-                    size_t *outl)
+/* tag: NULL, or GCM's 16-byte tag (got after an encryption's final, set before a decryption's). */
+static int one_shot_tag(EVP_CIPHER *c, int enc, const unsigned char *src, size_t len, unsigned char *dst, size_t *outl,
+                        unsigned char *tag)
 {
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     int l1 = 0, l2 = 0;
-    int ok = ctx != NULL && EVP_CipherInit_ex2(ctx, c, key, iv, enc, NULL)
-             && EVP_CIPHER_CTX_set_padding(ctx, 0)
-             && EVP_CipherUpdate(ctx, dst, &l1, src, (int)len) && EVP_CipherFinal_ex(ctx, dst + l1, &l2);
+    int ok = ctx != NULL && EVP_CipherInit_ex2(ctx, c, key, iv, enc, NULL) && EVP_CIPHER_CTX_set_padding(ctx, 0)
+        && EVP_CipherUpdate(ctx, dst, &l1, src, (int)len)
+        && (tag == NULL || enc || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, 16, tag) > 0)
+        && EVP_CipherFinal_ex(ctx, dst + l1, &l2)
+        && (tag == NULL || !enc || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, tag) > 0);
     EVP_CIPHER_CTX_free(ctx);
     *outl = (size_t)l1 + (size_t)l2;
     return ok;
 }
 
-/* Every cipher, both directions, every size: accelaes against default. Bit i of the result:
- * case i failed (so the parent can say which). */
+static int one_shot(EVP_CIPHER *c, int enc, const unsigned char *src, size_t len, unsigned char *dst, size_t *outl)
+{
+    return one_shot_tag(c, enc, src, len, dst, outl, NULL);
+}
+
+/* GCM, one size: ciphertext and tag as the default's; the default's ciphertext and tag opened to
+ * the plaintext; the same with one tag bit flipped refused (no plaintext is released). */
+static int gcm_case(size_t c, size_t len)
+{
+    unsigned char ta[16], tr[16];
+    size_t la = 0, lr = 0, ld = 0;
+    int oa = one_shot_tag(acc[c], 1, in, len, out_a, &la, ta);
+    int orf = one_shot_tag(ref[c], 1, in, len, out_r, &lr, tr);
+    int ok = oa && orf && la == len && lr == len && memcmp(out_a, out_r, len) == 0 && memcmp(ta, tr, 16) == 0;
+    ok = ok && one_shot_tag(acc[c], 0, out_r, len, out_a, &ld, tr) && ld == len && memcmp(out_a, in, len) == 0;
+    tr[0] ^= 1;
+    ok = ok && !one_shot_tag(acc[c], 0, out_r, len, out_a, &ld, tr);
+    ERR_clear_error();
+    return ok;
+}
+
+/* Every cipher, both directions, every size: accelaes against default; 1 if a case failed (each
+ * failed case is printed). */
 static int run_all(void)
 {
     int bad = 0;
@@ -98,15 +125,31 @@ static int run_all(void)
         for (size_t s = 0; s < NSIZES; s++)
             for (int enc = 0; enc <= 1; enc++) {
                 size_t la = 0, lr = 0;
+                if (acc[c] == NULL || ref[c] == NULL) {
+                    bad |= 1;
+                    break;
+                }
+                if (IS_GCM(c)) {
+                    if (enc && !gcm_case(c, sizes[s])) {
+                        printf("FAIL %s %zu B (GCM)\n", names[c], sizes[s]);
+                        bad |= 1;
+                    }
+                    continue;
+                }
                 int oa = one_shot(acc[c], enc, in, sizes[s], out_a, &la);
                 int orf = one_shot(ref[c], enc, in, sizes[s], out_r, &lr);
-                if (!oa || !orf || la != lr || memcmp(out_a, out_r, la) != 0)
+                if (!oa || !orf || la != lr || memcmp(out_a, out_r, la) != 0) {
+                    printf("FAIL %s %s %zu B: accelaes %d (%zu B), default %d (%zu B)\n", names[c],
+                           enc ? "encrypt" : "decrypt", sizes[s], oa, la, orf, lr);
                     bad |= 1;
+                }
             }
+    fflush(stdout);
     return bad;
 }
 
-/* Every cipher, both directions, all sizes: the bytes a run_all() adds to the totals at least. */
+/* Every cipher, both directions, all sizes: the bytes a run_all() adds to the totals at least
+ * (GCM: encrypt, decrypt and the refused decrypt). */
 static uint64_t want_bytes(void)
 {
     uint64_t want = 0;
@@ -220,7 +263,8 @@ int main(int argc, char **argv)
     out_r = malloc(MAXLEN);
     for (size_t i = 0; i < MAXLEN; i++)
         in[i] = (unsigned char)(i * 131 + 7);
-    memset(key, 0x3c, sizeof(key));
+    for (size_t i = 0; i < sizeof(key); i++)
+        key[i] = (unsigned char)(i * 37 + 11);
     memset(iv, 0xc3, sizeof(iv));
     for (size_t c = 0; c < NCIPH; c++) {
         acc[c] = EVP_CIPHER_fetch(NULL, names[c], "provider=accelaes");
