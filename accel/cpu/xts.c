@@ -35,16 +35,17 @@ TGT_NI INLINE __m128i x_mulxk(__m128i t, int k)
  * last round is folded into the last round key. */
 TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, int n, __m128i *t, int dec)
 {
-    __m128i x[8], tw[8], kl = XKEY(rk, rounds);
+    __m128i x[8], tw[8], k0 = XKEY(rk, 0), kl = XKEY(rk, rounds);
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++) {
         /* a full group is throughput-bound: the doubling chain has the fewest instructions; a
-         * short unit is latency-bound: each tweak straight from the first */
+         * short unit is latency-bound: each tweak straight from the first, and the whitening
+         * key XORed into the data first, off the tweak's path to the first round */
         tw[j] = j == 0 ? *t : n == 8 ? x_mulx(tw[j - 1]) : x_mulxk(*t, j);
-        x[j] = _mm_xor_si128(XLD(in + 16 * j), tw[j]);
+        x[j] = _mm_xor_si128(_mm_xor_si128(XLD(in + 16 * j), k0), tw[j]);
     }
     *t = n == 8 ? x_mulx(tw[7]) : x_mulxk(*t, n);
-    x_mid(rk, rounds, x, n, dec);
+    x_rounds(rk, rounds, x, n, dec);
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++)
         XST(out + 16 * j, x_last(x[j], _mm_xor_si128(kl, tw[j]), dec));
@@ -73,6 +74,12 @@ TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128
  * ------------------------------------------------------------------------------------------ */
 
 #define NREG 8
+/* From 4 blocks (one whole register) the zmm code: XTS's short units are latency-bound on the
+ * tweak encryption, and one zmm group of 4-7 blocks beat the xmm group (7 xmm blocks with their
+ * tweaks spill: 112-byte units ran at 0.85x the default's speed on xmm, 1.17x on zmm). */
+#ifndef XTS_VAES_MIN
+#define XTS_VAES_MIN 4
+#endif
 
 /* Each 128-bit lane times x^k, k per qword pair in sl (0..57, the same for both qwords of a lane):
  * the k bits shifted out of the low qword enter the high one, the k bits out of the high qword o
@@ -93,21 +100,32 @@ typedef struct {
     __m512i k[ACC_AES_MAXROUNDS + 1];
 } zsched;
 
+/* Register j of n; the last holds only rem blocks when rem != 0. As vaes.c's zload/zstore: the
+ * partial register moves 256/128 bits, not masked: a masked store does not forward to a later
+ * load (openssl speed re-reads its buffer at once; 7-block units ran 15-20% slower masked). */
 TGT_VAES INLINE __m512i zld(const uint8_t *p, int j, int n, int rem)
 {
     p += 64 * j;
     if (j < n - 1 || rem == 0)
         return _mm512_loadu_si512(p);
-    return _mm512_maskz_loadu_epi64((__mmask8)((1u << (2 * rem)) - 1), p);
+    if (rem == 1)
+        return _mm512_zextsi128_si512(XLD(p));
+    __m512i v = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return rem == 2 ? v : _mm512_inserti32x4(v, XLD(p + 32), 2);
 }
 
 TGT_VAES INLINE void zst(uint8_t *p, int j, int n, int rem, __m512i v)
 {
     p += 64 * j;
-    if (j < n - 1 || rem == 0)
+    if (j < n - 1 || rem == 0) {
         _mm512_storeu_si512(p, v);
-    else
-        _mm512_mask_storeu_epi64(p, (__mmask8)((1u << (2 * rem)) - 1), v);
+    } else if (rem == 1) {
+        XST(p, _mm512_castsi512_si128(v));
+    } else {
+        _mm256_storeu_si256((__m256i *)(void *)p, _mm512_castsi512_si256(v));
+        if (rem == 3)
+            XST(p + 32, _mm512_extracti32x4_epi32(v, 2));
+    }
 }
 
 /* n registers (the last holding rem blocks when rem != 0); *t: the first four tweaks, advanced
@@ -174,33 +192,22 @@ XTS_KEY_SIZE(14)
  * A whole data unit
  * ------------------------------------------------------------------------------------------ */
 
-/* Every function below is compiled per direction (dec a constant): with dec a run-time value
- * each round would choose between aesenc and aesdec. */
-typedef void xts_bulk_fn(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t);
+/* The whole blocks of a unit. Below VAES_MIN blocks the xmm code (aes_x.h says why). Inlined
+ * into each entry point below with dec and vaes constants: a unit of a few blocks is bound by
+ * latency (the tweak encryption, then the data rounds), and an out-of-line call here spilled the
+ * tweak to memory between the two and reloaded it. */
+TGT_NI INLINE void xts_bulk(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec,
+                            int vaes)
+{
+    const uint8_t *rk = dec ? k->dec : k->enc;
 
-#define BULK_NI(name, d)                                                                                 \
-    TGT_NI static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
-    {                                                                                                    \
-        x_xts((d) ? k->dec : k->enc, k->rounds, in, out, n, t, d);                                       \
-    }
-
-/* Below VAES_MIN blocks the xmm code (aes_x.h says why). */
-#define BULK_VAES(name, d)                                                                                 \
-    TGT_VAES static void name(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t) \
-    {                                                                                                      \
-        const uint8_t *rk = (d) ? k->dec : k->enc;                                                         \
-        if (n < VAES_MIN)                                                                                  \
-            x_xts(rk, k->rounds, in, out, n, t, d);                                                        \
-        else if (k->rounds == 10)                                                                          \
-            ((d) ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);                                            \
-        else                                                                                               \
-            ((d) ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);                                            \
-    }
-
-BULK_NI(bulk_ni_enc, 0)
-BULK_NI(bulk_ni_dec, 1)
-BULK_VAES(bulk_vaes_enc, 0)
-BULK_VAES(bulk_vaes_dec, 1)
+    if (!vaes || n < XTS_VAES_MIN)
+        x_xts(rk, k->rounds, in, out, n, t, dec);
+    else if (k->rounds == 10)
+        (dec ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);
+    else
+        (dec ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);
+}
 
 /* The last whole block and the r-byte partial one after it (IEEE 1619 5.3.2 / 5.4.2): encryption
  * runs the whole block with tweak t, the stolen block with t*x; decryption the other way round.
@@ -222,7 +229,7 @@ TGT_NI INLINE void xts_steal(const acc_aes_key *k, const uint8_t *in, uint8_t *o
 }
 
 TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
-                           uint8_t *out, size_t len, int dec, xts_bulk_fn *bulk)
+                           uint8_t *out, size_t len, int dec, int vaes)
 {
     size_t whole = len / 16, r = len % 16;
     __m128i t;
@@ -233,7 +240,7 @@ TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const u
     if (r != 0)
         whole--; /* the last whole block goes with the partial one */
     if (whole > 0)
-        bulk(k1, in, out, whole, &t);
+        xts_bulk(k1, in, out, whole, &t, dec, vaes);
     if (r != 0)
         xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
     return 1;
@@ -243,14 +250,14 @@ TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_
                       uint8_t *out, size_t len, int dec)
 {
     if (dec)
-        return xts_unit(k1, k2, iv, in, out, len, 1, bulk_ni_dec);
-    return xts_unit(k1, k2, iv, in, out, len, 0, bulk_ni_enc);
+        return xts_unit(k1, k2, iv, in, out, len, 1, 0);
+    return xts_unit(k1, k2, iv, in, out, len, 0, 0);
 }
 
-TGT_NI int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+TGT_VAES int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                         uint8_t *out, size_t len, int dec)
 {
     if (dec)
-        return xts_unit(k1, k2, iv, in, out, len, 1, bulk_vaes_dec);
-    return xts_unit(k1, k2, iv, in, out, len, 0, bulk_vaes_enc);
+        return xts_unit(k1, k2, iv, in, out, len, 1, 1);
+    return xts_unit(k1, k2, iv, in, out, len, 0, 1);
 }
