@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <openssl/types.h>
+#include "accel/engine.h"
 
 #define ACC_GCM_TAG_LEN 16
 /* Room for an engine's key data and message state, inside the (64-byte aligned) cipher
@@ -40,7 +41,37 @@ typedef struct acc_gcm_engine {
     int (*start)(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen);
     int (*update)(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len);
     int (*finish)(acc_gcm_state *s, uint8_t *tag, size_t taglen);
+    /* The split (provider/gcm_split.c), optional (NULL: this engine's updates never split). Only
+     * at a block boundary of the data (the data so far a multiple of 16, which the provider
+     * knows from its own count); GHASH values in GCM's byte order (as a tag's).
+     *  - split_get: the GHASH so far (AAD and data), the counter block of the next data block
+     *    (big-endian, as GCM's inc32 counts it) and H. 0: not at a block boundary, do not split.
+     *  - ghash: state = GHASH of nblocks from in, continued from state (thread-safe, s const).
+     *  - split_put: nblocks more data blocks went by outside the engine, the GHASH is now ghash. */
+    int (*split_get)(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16], uint8_t h[16]);
+    void (*ghash)(const acc_gcm_state *s, const uint8_t *in, size_t nblocks, uint8_t state[16]);
+    void (*split_put)(acc_gcm_state *s, const uint8_t ghash[16], uint64_t nblocks);
+    /*  - split_range (optional): one range in one stitched pass, as the message's direction
+     *    says: nblocks from in to out with counter blocks from ctr (inc32), and ghash = the
+     *    GHASH from zero of the range's ciphertext. Thread-safe, s const. Without it the split
+     *    runs acc_gcm_ctr32 and ghash, two passes. */
+    void (*split_range)(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out,
+                        size_t nblocks, uint8_t ghash[16]);
 } acc_gcm_engine;
+
+/* accel/cpu/gcm_clmul.c: GCM's arithmetic for the split, on any engine.
+ *  - acc_gf128_mul: x = x * y in GF(2^128) with GCM's bit order and polynomial (PCLMULQDQ;
+ *    constant time). acc_gf128_pow: out = h^e (e public: a count of blocks).
+ *  - acc_gcm_inc32: GCM's counter rule, n steps: the low 32 bits (big-endian) wrap mod 2^32,
+ *    the upper 96 never change.
+ *  - acc_gcm_ctr32: out = in xor the keystream of nblocks counter blocks from ctr, counted by
+ *    inc32, with the CTR engine eng (128-bit carry) on spans that do not wrap the low word.
+ *    1, or the engine's 0. */
+void acc_gf128_mul(uint8_t x[16], const uint8_t y[16]);
+void acc_gf128_pow(uint8_t out[16], const uint8_t h[16], uint64_t e);
+void acc_gcm_inc32(uint8_t ctr[16], uint64_t n);
+int acc_gcm_ctr32(const acc_engine *eng, const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks,
+                  const uint8_t ctr[16]);
 
 /* accel/cpu/gcm_imb.c: intel-ipsec-mb's GCM API; NULL without the library or without AES-NI. */
 const acc_gcm_engine *acc_gcm_engine_imb(void);

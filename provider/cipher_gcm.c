@@ -67,6 +67,10 @@ static int gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen)
     if (g->key_set && CRYPTO_memcmp(g->base.rawkey, key, keylen) == 0)
         return 1;
     g->key_set = 0;
+    if (g->base.key_set) {   /* the split's schedule of the old key */
+        g->base.eng->free_key(&g->base.ks);
+        g->base.key_set = 0;
+    }
     if (!g->geng->set_key(&g->st, key, keylen)) {
         acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine could not set up the key", g->geng->name);
         return 0;
@@ -167,13 +171,44 @@ static int msg_start(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen)
     return 1;
 }
 
+static int overlaps_partially(const uint8_t *in, const uint8_t *out, size_t len)
+{
+    return in != out && out < in + len && in < out + len;
+}
+
+/* Large updates: the whole blocks from the message's next block boundary on may be split over
+ * the pool (policy.c says from what size); the bytes that complete the engine's partial block
+ * before them, and the partial block after them, go through the engine as usual. */
+static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
+{
+    size_t head = (size_t)((16 - g->msglen % 16) % 16), mid;
+    int r;
+
+    head = head < len ? head : len;
+    mid = (len - head) & ~(size_t)15;
+    if (g->geng->split_get == NULL || overlaps_partially(in, out, len)
+        || !acc_policy_split_gcm(&g->base.prov->policy, mid))
+        return g->geng->update(&g->st, in, out, len);
+    if (head > 0 && !g->geng->update(&g->st, in, out, head))
+        return 0;
+    r = acc_gcm_split(g, in + head, out + head, mid / 16);
+    if (r < 0)
+        return g->geng->update(&g->st, in + head, out + head, len - head);
+    if (r == 0) {
+        OPENSSL_cleanse(out, len);   /* the message is lost: no plaintext is left behind */
+        return 0;
+    }
+    g->base.acct_bytes -= mid;   /* counted by the split, as split bytes (or inline, if no helper came) */
+    return len == head + mid || g->geng->update(&g->st, in + head + mid, out + head + mid, len - head - mid);
+}
+
 static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
 {
     if (len > GCM_MAX_DATA - g->msglen)
         return 0;
     if (len == 0)
         return 1;
-    if (!msg_start(g, g->aad, g->aadlen) || !g->geng->update(&g->st, in, out, len))
+    if (!msg_start(g, g->aad, g->aadlen) || !data_run(g, in, out, len))
         return 0;
     g->msglen += len;
     g->base.acct_bytes += len;

@@ -20,7 +20,8 @@
 enum { ACC_GCM_IV_UNSET, ACC_GCM_IV_BUFFERED, ACC_GCM_IV_COPIED, ACC_GCM_IV_FINISHED };
 
 typedef struct acc_gcm_ctx {
-    acc_cipher_ctx base;        /* first; base.key_set stays 0: the key lives in the GCM engine */
+    acc_cipher_ctx base;        /* first; the key lives in the GCM engine; base.ks / base.key_set:
+                                   the split's CTR key schedule, made at its first split */
     acc_gcm_state st;           /* the engine's key data and message (64-byte aligned) */
     const acc_gcm_engine *geng;
     int key_set;
@@ -48,6 +49,11 @@ void acc_gcm_open(acc_gcm_ctx *g);
  * checked (decrypt, taglen 16). 1 done, 0 failed or the tag did not match. */
 int acc_gcm_oneshot(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen, const uint8_t *in, uint8_t *out,
                     size_t len, uint8_t *tag);
+
+/* gcm_split.c: nblocks whole blocks of the open message's data, at a block boundary of it, split
+ * over the pool (policy.c decides when). 1 done (counted), -1 declined (nothing done: no idle
+ * unit to ask, no split hooks, not at a block boundary), 0 failed (the output is wiped). */
+int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblocks);
 
 /* cipher_gcm_params.c */
 OSSL_FUNC_cipher_get_ctx_params_fn acc_gcm_get_ctx_params;

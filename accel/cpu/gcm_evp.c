@@ -130,7 +130,8 @@ static int evp_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
 }
 
 static const acc_gcm_engine evp_gcm_engine = {
-    "nested EVP (default provider)", evp_set_key, evp_copy, evp_cleanse, evp_start, evp_update, evp_finish
+    "nested EVP (default provider)", evp_set_key, evp_copy, evp_cleanse, evp_start, evp_update, evp_finish,
+    NULL, NULL, NULL, NULL   /* no split: the default's GCM state is not ours to continue */
 };
 
 const acc_gcm_engine *acc_gcm_engine_evp(void)

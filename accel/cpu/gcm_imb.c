@@ -27,6 +27,7 @@ typedef struct imb_gcm_fns {
     aes_gcm_init_var_iv_t init;
     aes_gcm_enc_dec_update_t enc, dec;
     aes_gcm_enc_dec_finalize_t enc_fin, dec_fin;
+    ghash_t ghash;
 } imb_gcm_fns;
 
 typedef struct imb_gcm {
@@ -50,17 +51,17 @@ static int imb_set_key(acc_gcm_state *s, const uint8_t *key, size_t keylen)
     case 16:
         IMB_AES128_GCM_PRE(m, key, &g->key);
         g->f = (imb_gcm_fns){ m->gcm128_init_var_iv, m->gcm128_enc_update, m->gcm128_dec_update,
-                              m->gcm128_enc_finalize, m->gcm128_dec_finalize };
+                              m->gcm128_enc_finalize, m->gcm128_dec_finalize, m->ghash };
         break;
     case 24:
         IMB_AES192_GCM_PRE(m, key, &g->key);
         g->f = (imb_gcm_fns){ m->gcm192_init_var_iv, m->gcm192_enc_update, m->gcm192_dec_update,
-                              m->gcm192_enc_finalize, m->gcm192_dec_finalize };
+                              m->gcm192_enc_finalize, m->gcm192_dec_finalize, m->ghash };
         break;
     case 32:
         IMB_AES256_GCM_PRE(m, key, &g->key);
         g->f = (imb_gcm_fns){ m->gcm256_init_var_iv, m->gcm256_enc_update, m->gcm256_dec_update,
-                              m->gcm256_enc_finalize, m->gcm256_dec_finalize };
+                              m->gcm256_enc_finalize, m->gcm256_dec_finalize, m->ghash };
         break;
     default:
         return 0;
@@ -120,8 +121,91 @@ static int imb_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
     return ok;
 }
 
+/* ---- The split's hooks (accel/gcm.h, provider/gcm_split.c) ----
+ * They read and write intel-ipsec-mb 1.3's struct gcm_context_data, whose layout is public
+ * (intel-ipsec-mb.h) but whose meaning is the library's; checked for 1.3.0 (SSE, AVX2 and
+ * AVX512/VAES code paths keep the one format, a context being portable between init and update
+ * calls) and by tests/c/test_gcm_split.c and tests/test_gcm_split.py:
+ *  - aad_hash: the GHASH so far, byte-reversed (the assembly keeps it in the byte order it
+ *    multiplies in); read and written.
+ *  - current_counter: the counter block of the last block used, byte-reversed (so that its
+ *    32-bit lane add is GCM's inc32); read, and moved on by the split's blocks.
+ *  - in_length: the data bytes so far, which finalize hashes; moved on by the split's bytes.
+ *  - partial_block_length: must be 0 (only then are the two above exactly "after whole blocks",
+ *    and partial_block_enc_key is unused: it is read only while a partial block is pending).
+ *    The provider splits only at block boundaries; a nonzero value refuses the split.
+ *  - aad_length, orig_IV (J0, for the tag) and partial_block_enc_key are left as they are.
+ * ipsec-mb's own update would leave exactly these values after the same blocks, so its later
+ * updates and finalize cannot tell the difference. */
+_Static_assert(IMB_VERSION_NUM >= 0x10300 && IMB_VERSION_NUM < 0x10400,
+               "gcm_context_data's use by the split is checked for intel-ipsec-mb 1.3 only");
+
+static void reverse16(uint8_t d[16], const uint8_t s[16])
+{
+    for (int i = 0; i < 16; i++)
+        d[i] = s[15 - i];
+}
+
+static void imb_ghash(const acc_gcm_state *s, const uint8_t *in, size_t nblocks, uint8_t state[16])
+{
+    const imb_gcm *g = (const imb_gcm *)s;
+
+    /* IMB_GHASH: the tag is both the state it starts from and the result, in GCM's byte order */
+    if (nblocks > 0)
+        g->f.ghash(&g->key, in, (uint64_t)nblocks * 16, state, 16);
+}
+
+static int imb_split_get(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16], uint8_t h[16])
+{
+    const imb_gcm *g = (const imb_gcm *)s;
+    static const uint8_t one[16] = { 0x80 };   /* the field's 1: GHASH(1) from zero is H */
+
+    if (g->f.ghash == NULL || g->msg.partial_block_length != 0)
+        return 0;
+    reverse16(ghash, g->msg.aad_hash);
+    reverse16(ctr, g->msg.current_counter);
+    acc_gcm_inc32(ctr, 1);
+    memset(h, 0, 16);
+    imb_ghash(s, one, 1, h);
+    return 1;
+}
+
+static void imb_split_put(acc_gcm_state *s, const uint8_t ghash[16], uint64_t nblocks)
+{
+    imb_gcm *g = (imb_gcm *)s;
+    uint8_t c[16];
+
+    reverse16(g->msg.aad_hash, ghash);
+    reverse16(c, g->msg.current_counter);
+    acc_gcm_inc32(c, nblocks);
+    reverse16(g->msg.current_counter, c);
+    g->msg.in_length += nblocks * 16;
+}
+
+/* A range as ipsec-mb's own stitched update over a message of its own: a context on the stack
+ * with a zero GHASH, no lengths, no partial block, and the counter before the range's first
+ * (update moves it on by inc32 before each block, as from init); orig_IV and aad_length, which
+ * only finalize reads, stay zero and are never finalized. Its aad_hash is then the range's
+ * GHASH from zero, byte-reversed. */
+static void imb_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out,
+                            size_t nblocks, uint8_t ghash[16])
+{
+    const imb_gcm *g = (const imb_gcm *)s;
+    struct gcm_context_data m;
+    uint8_t c[16];
+
+    memset(&m, 0, sizeof(m));
+    memcpy(c, ctr, 16);
+    acc_gcm_inc32(c, UINT32_MAX);   /* minus one, mod 2^32 */
+    reverse16(m.current_counter, c);
+    (g->enc ? g->f.enc : g->f.dec)(&g->key, &m, out, in, (uint64_t)nblocks * 16);
+    reverse16(ghash, m.aad_hash);
+    OPENSSL_cleanse(&m, sizeof(m));
+}
+
 static const acc_gcm_engine imb_engine = {
-    "intel-ipsec-mb", imb_set_key, imb_copy, imb_cleanse, imb_start, imb_update, imb_finish
+    "intel-ipsec-mb", imb_set_key, imb_copy, imb_cleanse, imb_start, imb_update, imb_finish,
+    imb_split_get, imb_ghash, imb_split_put, imb_split_range
 };
 
 const acc_gcm_engine *acc_gcm_engine_imb(void)
