@@ -10,17 +10,29 @@
 #include "provider/algs.h"
 #include "provider/cipher_block.h"
 #include "provider/names.h"
+#include "provider/policy.h"
 #include "provider/prov.h"
+#include "provider/xts_split.h"
+#include "scheduler/sched.h"
 
 /* The default's limit per data unit (IEEE 1619-2018, SP 800-38E), measured on 3.0.19: 2^20
  * blocks pass, one block more is refused with PROV_R_XTS_DATA_UNIT_IS_TOO_LARGE. */
 #define XTS_MAX_BLOCKS ((size_t)1 << 20)
+
+/* Without VAES the xmm engine ("aesni") beats the default's AES-NI XTS only on short units; from
+ * this size on a unit (or split piece) runs on the nested default (acc_engine_evp), measured with
+ * both alternated (WIP-XTS.md): xmm ahead up to 128 B, behind from 256 B. */
+#define XTS_EVP_FROM 256
 
 typedef struct acc_xts_ctx {
     acc_cipher_ctx base; /* first; base.ks is the data key's schedule */
     acc_aes_key ks2;     /* the tweak key's (encryption) schedule */
     uint8_t key[64];     /* the whole key, to make a schedule for the other direction */
     int key_dec;         /* base.ks was made for decryption */
+    int ks2_dec;         /* ks2 has its decryption schedule too (the split's tweaks need it) */
+    int dual;            /* the engine is the xmm one: large units go to the nested default */
+    int evp_set;         /* eks/eks2 made (at the first unit of XTS_EVP_FROM bytes) */
+    acc_aes_key eks, eks2; /* the nested default's keys, for dual */
 } acc_xts_ctx;
 
 /* ======================== Life cycle hooks ======================== */
@@ -30,13 +42,27 @@ static int xts_on_dup(acc_cipher_ctx *dst, const acc_cipher_ctx *src)
     acc_xts_ctx *d = (acc_xts_ctx *)dst;
     const acc_xts_ctx *s = (const acc_xts_ctx *)src;
 
+    /* the copy makes its own nested keys when it needs them: the memcpy shared the original's */
+    memset(&d->eks, 0, sizeof(d->eks));
+    memset(&d->eks2, 0, sizeof(d->eks2));
+    d->evp_set = 0;
     return !src->key_set || src->eng->copy_key(&d->ks2, &s->ks2);
+}
+
+static void xts_evp_free(acc_xts_ctx *x)
+{
+    if (x->evp_set) {
+        acc_engine_evp()->free_key(&x->eks);
+        acc_engine_evp()->free_key(&x->eks2);
+    }
+    x->evp_set = 0;
 }
 
 static void xts_on_free(acc_cipher_ctx *c)
 {
     if (c->key_set)
         c->eng->free_key(&((acc_xts_ctx *)c)->ks2);
+    xts_evp_free((acc_xts_ctx *)c);
 }
 
 /* ======================== Parameters ======================== */
@@ -77,7 +103,10 @@ static int xts_schedule(acc_xts_ctx *x, int dec)
         c->eng->free_key(&c->ks);
         c->eng->free_key(&x->ks2);
     }
+    xts_evp_free(x);
     c->key_set = 0;
+    x->ks2_dec = 0;
+    x->dual = strcmp(c->eng->name, "aesni") == 0;
     if (!c->eng->set_key(&c->ks, x->key, half, !dec))
         goto fail;
     if (!c->eng->set_key(&x->ks2, x->key + half, half, 1)) {
@@ -141,6 +170,61 @@ static int xts_dinit(void *vctx, const unsigned char *key, size_t keylen, const 
 
 /* ======================== Data ======================== */
 
+/* The nested default's keys, made at the first unit that goes to it; 0: none (the xmm code
+ * then runs every size, slower but right). */
+static int xts_evp_ready(acc_xts_ctx *x)
+{
+    size_t half = x->base.keylen / 2;
+    const acc_engine *evp = acc_engine_evp();
+
+    if (!x->evp_set && evp->set_key(&x->eks, x->key, half, 1)) {
+        if (evp->set_key(&x->eks2, x->key + half, half, 1))
+            x->evp_set = 1;
+        else
+            evp->free_key(&x->eks);
+    }
+    return x->evp_set;
+}
+
+/* One unit or split piece on the faster engine for its size (acc_xts_unit_fn); the nested keys
+ * are made before any piece runs, so pool threads only read the context. */
+static int xts_piece(void *arg, const uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t len)
+{
+    acc_xts_ctx *x = arg;
+    acc_cipher_ctx *c = &x->base;
+
+    if (x->dual && len >= XTS_EVP_FROM && x->evp_set)
+        return acc_engine_evp()->xts(&x->eks, &x->eks2, iv, in, out, len, x->key_dec);
+    return c->eng->xts(&c->ks, &x->ks2, iv, in, out, len, x->key_dec);
+}
+
+/* A large unit over the pool (policy.c decides the size); the tweaks need ks2's decryption
+ * schedule, made at the first split. */
+static int xts_run(acc_xts_ctx *x, const uint8_t *in, uint8_t *out, size_t len)
+{
+    acc_cipher_ctx *c = &x->base;
+    size_t half = c->keylen / 2;
+
+    if (x->dual && len >= XTS_EVP_FROM)
+        xts_evp_ready(x);
+    if (acc_policy_split_xts(&c->prov->policy, len)) {
+        if (!x->ks2_dec) {
+            c->eng->free_key(&x->ks2);
+            if (!c->eng->set_key(&x->ks2, x->key + half, half, 0)) {
+                c->key_set = 0; /* no tweak key left: the context needs a new init */
+                c->eng->free_key(&c->ks);
+                return 0;
+            }
+            x->ks2_dec = 1;
+        }
+        return acc_xts_split(c->eng, &x->ks2, c->iv, in, out, len, xts_piece, x);
+    }
+    if (!xts_piece(x, c->iv, in, out, len))
+        return 0;
+    acc_sched_count(ACC_PATH_INLINE, len, 1);
+    return 1;
+}
+
 /* EVP_Cipher: one data unit. Failing, as the default, with no error of its own, except the unit
  * that is too large and an engine failure. */
 static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in, size_t inl)
@@ -155,7 +239,7 @@ static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         acc_raise(ACC_PROV_R(PROV_R_XTS_DATA_UNIT_IS_TOO_LARGE), "%zu bytes: a data unit is at most 2^20 blocks", inl);
         return 0;
     }
-    if (!c->eng->xts(&c->ks, &x->ks2, c->iv, in, out, inl, x->key_dec))
+    if (!xts_run(x, in, out, inl))
         return acc_engine_fail(c, inl);
     c->acct_bytes += inl;
     c->acct_reqs++;
