@@ -74,8 +74,8 @@ static int apply(acc_settings *s, const char *name, const char *v, const char *f
         else if (parse_size(v, &n) && n <= 4096 && strpbrk(v, "kKmMgG") == NULL) s->workers = (int)n;
         else return bad_setting(name, v, "auto or a number of CPU units from 0 to 4096", from);
     } else if (strcmp(name, "split_min") == 0) {
-        if (strcasecmp(v, "auto") == 0) s->split_min = ACC_DEFAULT_SPLIT_MIN;
-        else if (parse_size(v, &n) && n >= 16) s->split_min = n;
+        if (strcasecmp(v, "auto") == 0) s->split_min = ACC_DEFAULT_SPLIT_MIN, s->split_min_auto = 1;
+        else if (parse_size(v, &n) && n >= 16) s->split_min = n, s->split_min_auto = 0;
         else return bad_setting(name, v, "auto or a byte count of at least 16 (k, m, g suffixes allowed)", from);
     } else if (strcmp(name, "gpu_min") == 0) {
         if (strcasecmp(v, "auto") == 0) s->gpu_min = 0;
@@ -259,6 +259,7 @@ int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
     s->backend = ACC_BACKEND_AUTO;
     s->workers = 0;
     s->split_min = ACC_DEFAULT_SPLIT_MIN;
+    s->split_min_auto = 1;
     s->gpu_min = 0;
     s->shm = -1;
 

@@ -11,6 +11,7 @@ typedef struct acc_settings {
     int backend;          /* enum acc_backend */
     int workers;          /* CPU units to use; 0 = all in the affinity set */
     size_t split_min;     /* bytes from which ECB/CTR/CBC-decrypt are split over the pool */
+    int split_min_auto;   /* split_min was left on auto (the policy may then keep some modes whole) */
     size_t gpu_min;       /* bytes from which a request may go to the GPU; 0 = calibrate at first use */
     int shm;              /* -1 auto, 0 off, 1 on */
 } acc_settings;

@@ -33,6 +33,7 @@ static acc_settings settings(int backend, size_t split_min, size_t gpu_min)
     s.split_min = split_min;
     s.gpu_min = gpu_min;
     s.shm = -1;
+    s.split_min_auto = 0;   /* set by hand, as in openssl.cnf */
     return s;
 }
 
@@ -92,6 +93,11 @@ static void test_settings(void)
     s = settings(ACC_BACKEND_AUTO, 1u << 20, 0);
     acc_policy_make(&p, &s);
     CHECK(p.split_min_gcm == 1u << 20 && p.split_min_xts == 1u << 20, "GCM/XTS follow split_min");
+    /* split_min on auto: GCM stays on one core (the split measured slower), XTS splits */
+    s.split_min_auto = 1;
+    acc_policy_make(&p, &s);
+    CHECK(p.split_min_gcm == SIZE_MAX && p.split_min_xts == 1u << 20, "auto: GCM %zu, XTS %zu", p.split_min_gcm,
+          p.split_min_xts);
 }
 
 static void ref_iv(acc_op op, const uint8_t iv0[16], const uint8_t *in, const uint8_t *out, size_t k, uint8_t iv[16])
