@@ -19,10 +19,14 @@
  * blocks pass, one block more is refused with PROV_R_XTS_DATA_UNIT_IS_TOO_LARGE. */
 #define XTS_MAX_BLOCKS ((size_t)1 << 20)
 
-/* Without VAES the xmm engine ("aesni") beats the default's AES-NI XTS only on short units; from
- * this size on a unit (or split piece) runs on the nested default (acc_engine_evp), measured with
- * both alternated (WIP-XTS.md): xmm ahead up to 128 B, behind from 256 B. */
-#define XTS_EVP_FROM 256
+/* Without VAES the xmm engine ("aesni") runs at about 0.82x the default's AES-NI XTS from 1 KiB
+ * on; the nested default costs about 70 ns more per call (a context re-initialised with the IV),
+ * so it only wins on large units: from this size on a unit (or split piece) goes to it. Measured
+ * alternated in one process (WIP-XTS.md): xmm 265 / nested 289 ns at 2 KiB, 509 / 490 at 4 KiB,
+ * 2012 / 1696 at 16 KiB. Neither matches the default yet (left: a faster xmm loop). */
+#ifndef XTS_EVP_FROM
+#define XTS_EVP_FROM 4096
+#endif
 
 typedef struct acc_xts_ctx {
     acc_cipher_ctx base; /* first; base.ks is the data key's schedule */
