@@ -179,11 +179,12 @@ static int overlaps_partially(const uint8_t *in, const uint8_t *out, size_t len)
 /* Large updates: the whole blocks from the message's next block boundary on may be split over
  * the pool (policy.c says from what size); the bytes that complete the engine's partial block
  * before them, and the partial block after them, go through the engine as usual. */
-static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
+static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len, size_t *split)
 {
     size_t head = (size_t)((16 - g->msglen % 16) % 16), mid;
     int r;
 
+    *split = 0;
     head = head < len ? head : len;
     mid = (len - head) & ~(size_t)15;
     if (g->geng->split_get == NULL || overlaps_partially(in, out, len)
@@ -198,21 +199,23 @@ static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
         OPENSSL_cleanse(out, len);   /* the message is lost: no plaintext is left behind */
         return 0;
     }
-    g->base.acct_bytes -= mid;   /* counted by the split, as split bytes (or inline, if no helper came) */
+    *split = mid;   /* counted by the split, as split bytes (or inline, if no helper came) */
     return len == head + mid || g->geng->update(&g->st, in + head + mid, out + head + mid, len - head - mid);
 }
 
 static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
 {
+    size_t split;
+
     if (len > GCM_MAX_DATA - g->msglen)
         return 0;
     if (len == 0)
         return 1;
-    if (!msg_start(g, g->aad, g->aadlen) || !data_run(g, in, out, len))
+    if (!msg_start(g, g->aad, g->aadlen) || !data_run(g, in, out, len, &split))
         return 0;
     g->msglen += len;
-    g->base.acct_bytes += len;
-    g->base.acct_reqs++;
+    g->base.acct_bytes += len - split;
+    g->base.acct_reqs += len > split;
     if (g->base.acct_bytes >= ACC_ACCT_FLUSH)
         acc_cipher_publish(&g->base);
     return 1;

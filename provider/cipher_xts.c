@@ -225,7 +225,11 @@ static int xts_run(acc_xts_ctx *x, const uint8_t *in, uint8_t *out, size_t len)
     }
     if (!xts_piece(x, c->iv, in, out, len))
         return 0;
-    acc_sched_count(ACC_PATH_INLINE, len, 1);
+    /* counted in the context, published every ACC_ACCT_FLUSH bytes (the split counts its own) */
+    c->acct_bytes += len;
+    c->acct_reqs++;
+    if (c->acct_bytes >= ACC_ACCT_FLUSH)
+        acc_cipher_publish(c);
     return 1;
 }
 
@@ -245,10 +249,6 @@ static int xts_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     }
     if (!xts_run(x, in, out, inl))
         return acc_engine_fail(c, inl);
-    c->acct_bytes += inl;
-    c->acct_reqs++;
-    if (c->acct_bytes >= ACC_ACCT_FLUSH)
-        acc_cipher_publish(c);
     *outl = inl;
     return 1;
 }
