@@ -124,12 +124,12 @@ static inline void acc_iv_at_block(acc_op op, const uint8_t iv0[16], const uint8
 {
     const uint8_t *src = iv0;
 
+    if (!acc_op_has_iv(op))
+        return;
     if (op == ACC_OP_CBC_DEC && k > 0)
         src = in + (k - 1) * ACC_AES_BLOCK;
     else if (op == ACC_OP_CBC_ENC && k > 0)
         src = out + (k - 1) * ACC_AES_BLOCK;
-    else if (op != ACC_OP_CTR && op != ACC_OP_CBC_DEC && op != ACC_OP_CBC_ENC)
-        return;
     if (src != iv)
         memcpy(iv, src, ACC_AES_BLOCK);
     if (op == ACC_OP_CTR)

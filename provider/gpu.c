@@ -312,12 +312,15 @@ size_t acc_gpu_offload(const acc_settings *s, acc_op op, const uint8_t *key, siz
                        const uint8_t *in, uint8_t *out, size_t len)
 {
     acc_gpu_job job;
+    int abi = acc_gpu_abi_op(op);
     size_t done;
 
-    if (s == NULL || s->backend == ACC_BACKEND_CPU || acc_gpu_abi_op(op) == 0 || !gpu_pays(s, len))
+    /* which ops and sizes may come here is the policy's; backend=cpu never gets here (and
+     * acc_gpu_ready refuses it) */
+    if (s == NULL || abi == 0 || !gpu_pays(s, len))
         return 0;
     memset(&job, 0, sizeof(job));
-    job.op = acc_gpu_abi_op(op);
+    job.op = abi;
     job.keybits = (int)keylen * 8;
     job.key = key;
     memcpy(job.iv, iv, 16);
