@@ -137,7 +137,7 @@ TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uin
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++) {
         tw[j] = j == 0 ? *t : z_mulxk(*t, _mm512_set1_epi64(4 * j));
-        z[j] = _mm512_xor_si512(_mm512_xor_si512(zld(in, j, n, rem), tw[j]), s->k[0]);
+        z[j] = _mm512_xor_si512(_mm512_xor_si512(zld(in, j, n, rem), s->k[0]), tw[j]);
     }
     *t = z_mulxk(*t, _mm512_set1_epi64(adv));
 #pragma GCC unroll 13
@@ -153,12 +153,14 @@ TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uin
     }
 }
 
-/* n >= 1 blocks; *t (xmm) the first block's tweak, becomes the next one. */
-TGT_VAES INLINE void z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i *t1,
-                           int dec)
+/* n >= 1 blocks; t the first block's tweak. Returns the tweak of the block after the last (for
+ * ciphertext stealing); the tweak passes in and out in registers, not through memory: a short
+ * unit is bound by latency, and a store and reload of the tweak lay on its path. */
+TGT_VAES INLINE __m128i z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i t1,
+                              int dec)
 {
     zsched s;
-    __m512i t = z_mulxk(_mm512_broadcast_i32x4(*t1), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
+    __m512i t = z_mulxk(_mm512_broadcast_i32x4(t1), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
 
 #pragma GCC unroll 15
     for (int r = 0; r <= rounds; r++)
@@ -169,20 +171,20 @@ TGT_VAES INLINE void z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uin
     if (n > 0)
         GROUP_OF((n + 3) / 4, G)
 #undef G
-    *t1 = _mm512_castsi512_si128(t);
+    return _mm512_castsi512_si128(t);
 }
 
 /* One out-of-line copy per key size and direction (XTS has 128- and 256-bit data keys). */
-#define XTS_KEY_SIZE(r)                                                                                            \
-    TGT_VAES static __attribute__((noinline)) void zxts_enc##r(const uint8_t *rk, const uint8_t *in, uint8_t *out, \
-                                                               size_t n, __m128i *t)                               \
-    {                                                                                                              \
-        z_xts(rk, r, in, out, n, t, 0);                                                                            \
-    }                                                                                                              \
-    TGT_VAES static __attribute__((noinline)) void zxts_dec##r(const uint8_t *rk, const uint8_t *in, uint8_t *out, \
-                                                               size_t n, __m128i *t)                               \
-    {                                                                                                              \
-        z_xts(rk, r, in, out, n, t, 1);                                                                            \
+#define XTS_KEY_SIZE(r)                                                                                          \
+    TGT_VAES static __attribute__((noinline)) __m128i zxts_enc##r(const uint8_t *rk, const uint8_t *in,          \
+                                                                  uint8_t *out, size_t n, __m128i t)             \
+    {                                                                                                            \
+        return z_xts(rk, r, in, out, n, t, 0);                                                                   \
+    }                                                                                                            \
+    TGT_VAES static __attribute__((noinline)) __m128i zxts_dec##r(const uint8_t *rk, const uint8_t *in,          \
+                                                                  uint8_t *out, size_t n, __m128i t)             \
+    {                                                                                                            \
+        return z_xts(rk, r, in, out, n, t, 1);                                                                   \
     }
 
 XTS_KEY_SIZE(10)
@@ -204,9 +206,9 @@ TGT_NI INLINE void xts_bulk(const acc_aes_key *k, const uint8_t *in, uint8_t *ou
     if (!vaes || n < XTS_VAES_MIN)
         x_xts(rk, k->rounds, in, out, n, t, dec);
     else if (k->rounds == 10)
-        (dec ? zxts_dec10 : zxts_enc10)(rk, in, out, n, t);
+        *t = (dec ? zxts_dec10 : zxts_enc10)(rk, in, out, n, *t);
     else
-        (dec ? zxts_dec14 : zxts_enc14)(rk, in, out, n, t);
+        *t = (dec ? zxts_dec14 : zxts_enc14)(rk, in, out, n, *t);
 }
 
 /* The last whole block and the r-byte partial one after it (IEEE 1619 5.3.2 / 5.4.2): encryption
