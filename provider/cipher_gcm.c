@@ -185,6 +185,8 @@ static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len,
     int r;
 
     *split = 0;
+    if (len < g->base.prov->policy.split_min_gcm) /* the common update: no policy call */
+        return g->geng->update(&g->st, in, out, len);
     head = head < len ? head : len;
     mid = (len - head) & ~(size_t)15;
     if (g->geng->split_get == NULL || overlaps_partially(in, out, len)
@@ -287,10 +289,32 @@ err:
 
 /* ======================== Update, final, EVP_Cipher ======================== */
 
+/* The common data update of an open message, straight to the engine (the checks of
+ * gcm_cipher_internal and data_add in one test): short updates are bound by the calls around the
+ * engine's. 1: done, 0: failed, -1: not this case, nothing done. */
+static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const unsigned char *in, size_t inl)
+{
+    if (!(g->started & g->key_set) || g->iv_state != ACC_GCM_IV_COPIED || g->tls_aad_len != ACC_GCM_UNSET
+        || in == NULL || out == NULL || inl >= g->base.prov->policy.split_min_gcm || inl > GCM_MAX_DATA - g->msglen)
+        return -1;
+    *outl = 0;
+    if (!g->geng->update(&g->st, in, out, inl))
+        return 0;
+    g->msglen += inl;
+    g->base.acct_bytes += inl;
+    g->base.acct_reqs++;
+    if (g->base.acct_bytes >= ACC_ACCT_FLUSH)
+        acc_cipher_publish(&g->base);
+    *outl = inl;
+    return 1;
+}
+
 static OSSL_FUNC_cipher_update_fn gcm_update;
 static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
                       size_t inl)
 {
+    int r;
+
     if (inl == 0) {
         *outl = 0;
         return 1;
@@ -299,7 +323,10 @@ static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
     }
-    if (gcm_cipher_internal(vctx, out, outl, in, inl) <= 0) {
+    r = gcm_data_fast(vctx, out, outl, in, inl);
+    if (r < 0)
+        r = gcm_cipher_internal(vctx, out, outl, in, inl) > 0;
+    if (!r) {
         acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "GCM update refused");
         return 0;
     }
