@@ -38,7 +38,7 @@
 #define NCIPH 14              /* ECB, CBC, CTR (0-8), GCM (9-11), XTS (12-13) */
 #define IS_GCM(c) ((c) >= 9 && (c) < 12)
 #define IS_XTS(c) ((c) >= 12)
-#define AADLEN 100            /* GCM AAD, past the provider's first 64-byte AAD buffer */
+#define AADLEN 100 /* GCM AAD, past the provider's first 64-byte AAD buffer */
 #define NTLS 4
 
 static int passed, failed;
@@ -94,11 +94,9 @@ static void same(const uint8_t *got, const uint8_t *want, size_t n, const char *
 
 /* ======================== Fixtures and expected bytes ======================== */
 
-static const char *const cnames[NCIPH] = {
-    "AES-128-ECB", "AES-192-ECB", "AES-256-ECB", "AES-128-CBC", "AES-192-CBC", "AES-256-CBC",
-    "AES-128-CTR", "AES-192-CTR", "AES-256-CTR", "AES-128-GCM", "AES-192-GCM", "AES-256-GCM",
-    "AES-128-XTS", "AES-256-XTS"
-};
+static const char *const cnames[NCIPH] = { "AES-128-ECB", "AES-192-ECB", "AES-256-ECB", "AES-128-CBC", "AES-192-CBC",
+                                           "AES-256-CBC", "AES-128-CTR", "AES-192-CTR", "AES-256-CTR", "AES-128-GCM",
+                                           "AES-192-GCM", "AES-256-GCM", "AES-128-XTS", "AES-256-XTS" };
 static const char *const tnames[NTLS] = {
     "AES-128-CBC-HMAC-SHA1", "AES-256-CBC-HMAC-SHA1", "AES-128-CBC-HMAC-SHA256", "AES-256-CBC-HMAC-SHA256"
 };
@@ -151,7 +149,7 @@ static int setup_reference(void)
     int ok = x != NULL && (ref_lib = OSSL_LIB_CTX_new()) != NULL
              && (ref_prov = OSSL_PROVIDER_load(ref_lib, "default")) != NULL;
 
-    for (size_t i = 0; i < sizeof(key); i++)                /* XTS: the two halves differ */
+    for (size_t i = 0; i < sizeof(key); i++) /* XTS: the two halves differ */
         key[i] = (uint8_t)(i * 13 + 1), mackey[i % 32] = (uint8_t)(i * 7 + 3);
     for (size_t i = 0; i < 16; i++)
         iv[i] = (uint8_t)(0xf0 + i);                 /* CTR: the low counter bytes carry soon */
@@ -163,9 +161,9 @@ static int setup_reference(void)
         EVP_CIPHER *e = EVP_CIPHER_fetch(ref_lib, cnames[c], NULL);
         int l = 0, f = 0;
         ok = e != NULL && EVP_EncryptInit_ex2(x, e, key, iv, NULL)
-             && (!IS_GCM(c) || EVP_EncryptUpdate(x, NULL, &l, pt, AADLEN)) && EVP_EncryptUpdate(x, ct[c], &l, pt, LEN)
-             && EVP_EncryptFinal_ex(x, ct[c] + l, &f)
-             && (!IS_GCM(c) || EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_GET_TAG, 16, tag[c]) > 0);
+            && (!IS_GCM(c) || EVP_EncryptUpdate(x, NULL, &l, pt, AADLEN)) && EVP_EncryptUpdate(x, ct[c], &l, pt, LEN)
+            && EVP_EncryptFinal_ex(x, ct[c] + l, &f)
+            && (!IS_GCM(c) || EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_GET_TAG, 16, tag[c]) > 0);
         ctlen[c] = l + f;
         EVP_CIPHER_free(e);
     }
@@ -222,15 +220,18 @@ static int run_xts(int c, int enc, uint8_t out[2][LEN + 32])
 {
     const uint8_t *in = enc ? pt : ct[c], *want = enc ? ct[c] : pt;
     EVP_CIPHER_CTX *x[2] = { EVP_CIPHER_CTX_new(), NULL };
-    int l = 0, f = 0, ok = step_lib(x[0] != NULL) && step(EVP_CipherInit_ex2(x[0], ciph[c], key, iv, enc, NULL), "init")
-                           && step(EVP_CipherUpdate(x[0], out[0], &l, in, LEN), "first unit");
+    int l = 0, f = 0,
+        ok = step_lib(x[0] != NULL) && step(EVP_CipherInit_ex2(x[0], ciph[c], key, iv, enc, NULL), "init")
+        && step(EVP_CipherUpdate(x[0], out[0], &l, in, LEN), "first unit");
 
     if (ok)
         same(out[0], want, (size_t)l, "first unit");
-    ok = ok && step_lib((x[1] = EVP_CIPHER_CTX_new()) != NULL) && step(EVP_CIPHER_CTX_copy(x[1], x[0]), "EVP_CIPHER_CTX_copy (dupctx)");
+    ok = ok && step_lib((x[1] = EVP_CIPHER_CTX_new()) != NULL)
+        && step(EVP_CIPHER_CTX_copy(x[1], x[0]), "EVP_CIPHER_CTX_copy (dupctx)");
     for (int k = 0; ok && k < 2; k++) {
         memset(out[k], 0, LEN);
-        ok = step(EVP_CipherUpdate(x[k], out[k], &l, in, LEN), "second unit") && step(EVP_CipherFinal_ex(x[k], out[k] + l, &f), "final");
+        ok = step(EVP_CipherUpdate(x[k], out[k], &l, in, LEN), "second unit")
+            && step(EVP_CipherFinal_ex(x[k], out[k] + l, &f), "final");
         if (ok && (l != LEN || f != 0) && oc.wrong++ == 0)
             snprintf(oc.wrong_what, sizeof(oc.wrong_what), "unit length %d + %d, want %d", l, f, LEN);
         if (ok)
@@ -253,11 +254,13 @@ static int run_cipher(void *arg)
     int inlen = enc ? LEN : ctlen[c], wantlen = enc ? ctlen[c] : LEN;
     EVP_CIPHER_CTX *x[2] = { EVP_CIPHER_CTX_new(), NULL };
     uint8_t got_tag[16];
-    int l = 0, ok = step_lib(x[0] != NULL)
-                    && step(EVP_CipherInit_ex2(x[0], ciph[c], key, c < 3 ? NULL : iv, enc, NULL), "init")
-                    && (!IS_GCM(c) || (step(EVP_CipherUpdate(x[0], NULL, &l, pt, 40), "AAD")
-                                       && step(EVP_CipherUpdate(x[0], NULL, &l, pt + 40, AADLEN - 40), "AAD")))
-                    && step(EVP_CipherUpdate(x[0], out[0], &l, in, SPLIT), "first update");
+    int l = 0,
+        ok = step_lib(x[0] != NULL)
+        && step(EVP_CipherInit_ex2(x[0], ciph[c], key, c < 3 ? NULL : iv, enc, NULL), "init")
+        && (!IS_GCM(c)
+            || (step(EVP_CipherUpdate(x[0], NULL, &l, pt, 40), "AAD")
+                && step(EVP_CipherUpdate(x[0], NULL, &l, pt + 40, AADLEN - 40), "AAD")))
+        && step(EVP_CipherUpdate(x[0], out[0], &l, in, SPLIT), "first update");
 
     if (ok) {
         same(out[0], want, (size_t)l, "first update");
@@ -272,7 +275,8 @@ static int run_cipher(void *arg)
         if (ok && IS_GCM(c) && !enc)
             ok = step(EVP_CIPHER_CTX_ctrl(x[k], EVP_CTRL_AEAD_SET_TAG, 16, tag[c]) > 0, "set tag");
         ok = ok && step(EVP_CipherFinal_ex(x[k], out[k] + l + m, &f), "final");
-        if (ok && IS_GCM(c) && enc && step(EVP_CIPHER_CTX_ctrl(x[k], EVP_CTRL_AEAD_GET_TAG, 16, got_tag) > 0, "get tag"))
+        if (ok && IS_GCM(c) && enc
+            && step(EVP_CIPHER_CTX_ctrl(x[k], EVP_CTRL_AEAD_GET_TAG, 16, got_tag) > 0, "get tag"))
             same(got_tag, tag[c], 16, k ? "tag, copy" : "tag");
         if (ok && l + m + f != wantlen && oc.wrong++ == 0)
             snprintf(oc.wrong_what, sizeof(oc.wrong_what), "length %d, want %d", l + m + f, wantlen);

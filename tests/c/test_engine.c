@@ -239,8 +239,8 @@ static void test_chain(const acc_engine *e)
 
 /* ---- XTS: the engine's xts against the default provider's AES-XTS through EVP ---- */
 
-static int xts_reference(int keybits, const uint8_t *key, const uint8_t tweak[16], const uint8_t *in,
-                         uint8_t *out, size_t len, int dec)
+static int xts_reference(int keybits, const uint8_t *key, const uint8_t tweak[16], const uint8_t *in, uint8_t *out,
+                         size_t len, int dec)
 {
     static EVP_CIPHER *cache[2];
     int ki = keybits == 256, ol = 0, ok;
@@ -249,7 +249,7 @@ static int xts_reference(int keybits, const uint8_t *key, const uint8_t tweak[16
         cache[ki] = EVP_CIPHER_fetch(NULL, ki ? "AES-256-XTS" : "AES-128-XTS", "provider=default");
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
     ok = c != NULL && cache[ki] != NULL && EVP_CipherInit_ex2(c, cache[ki], key, tweak, !dec, NULL)
-         && EVP_CipherUpdate(c, out, &ol, in, (int)len) && (size_t)ol == len;
+        && EVP_CipherUpdate(c, out, &ol, in, (int)len) && (size_t)ol == len;
     EVP_CIPHER_CTX_free(c);
     return ok;
 }
@@ -265,7 +265,7 @@ static void xts_one(const acc_engine *e, int keybits, size_t len, int dec, int i
     int ok;
 
     rnd_bytes(key, sizeof(key));
-    key[half] = (uint8_t)~key[0];                     /* the halves differ */
+    key[half] = (uint8_t)~key[0]; /* the halves differ */
     rnd_bytes(tweak0, 16);
     rnd_bytes(in, len);
     memcpy(tweak, tweak0, 16);
@@ -282,8 +282,8 @@ static void xts_one(const acc_engine *e, int keybits, size_t len, int dec, int i
     if (ok != 1)
         __atomic_add_fetch(&eng_failures, 1, __ATOMIC_RELAXED);
     check(ok == 1 && memcmp(out, ref, len) == 0 && memcmp(tweak, tweak0, 16) == 0, e,
-          "xts-%d %s len=%zu %s: output or tweak differs from the default provider", keybits,
-          dec ? "dec" : "enc", len, inplace ? "in place" : "out of place");
+          "xts-%d %s len=%zu %s: output or tweak differs from the default provider", keybits, dec ? "dec" : "enc", len,
+          inplace ? "in place" : "out of place");
     e->free_key(&k1);
     e->free_key(&k2);
 }

@@ -115,8 +115,8 @@ int main(void)
         }
         memset(pt, gcm ? 0 : 0x44, sizeof(pt));
         ok = ctx != NULL && EVP_EncryptInit_ex(ctx, MORE[i].legacy(), NULL, key, iv)
-             && EVP_EncryptUpdate(ctx, out, &l1, pt, MORE[i].ptlen) && EVP_EncryptFinal_ex(ctx, out + l1, &l2)
-             && (!gcm || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, out + l1 + l2));
+            && EVP_EncryptUpdate(ctx, out, &l1, pt, MORE[i].ptlen) && EVP_EncryptFinal_ex(ctx, out + l1, &l2)
+            && (!gcm || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, out + l1 + l2));
         prov = ctx != NULL ? provider_of(ctx) : "(none)";
         ok = ok && (size_t)(l1 + l2 + (gcm ? 16 : 0)) == n && memcmp(out, want, n) == 0;
         printf("%s %s %s\n", MORE[i].name, prov, ok ? "vector-ok" : "vector-wrong");
