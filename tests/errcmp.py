@@ -142,12 +142,17 @@ class Raw:
 ECB, CBC, CTR = "AES-128-ECB", "AES-256-CBC", "AES-192-CTR"
 H1, H2 = "AES-128-CBC-HMAC-SHA1", "AES-256-CBC-HMAC-SHA256"
 BLOCK, ALL, STITCHED = [ECB, CBC], [ECB, CBC, CTR], [H1, H2]
-KEY, IV, MACKEY = bytes(range(32)), bytes(range(64, 80)), bytes(range(100, 120))
+# GCM (an AEAD: no padding, tag at final) and XTS (one update = one data unit of >= 16 bytes, a
+# 16-byte tweak, a double-length key) go through every row whose call means something for them
+GCM, XTS = ["AES-128-GCM", "AES-192-GCM", "AES-256-GCM"], ["AES-128-XTS", "AES-256-XTS"]
+NEW = GCM + XTS
+KEY, IV, MACKEY = bytes(range(96)), bytes(range(64, 80)), bytes(range(100, 120))
 V_TLS1, V_TLS1_2 = 0x0301, 0x0303
 
 
 def keylen(name):
-    return int(name.split("-")[1]) // 8
+    """The key length EVP wants: XTS takes two keys (data, tweak) of the named size."""
+    return int(name.split("-")[1]) // 8 * (2 if name.endswith("XTS") else 1)
 
 
 class Env:

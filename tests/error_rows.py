@@ -1,12 +1,12 @@
 """tests/error_rows.py: the rows of tests/test_error_codes.py for the plain AES ciphers and the calls
-every cipher shares: EVP calls without cipher or key, key and IV lengths, the final block and its
-padding, parameters of the wrong type or size, output sizes through the dispatch table, and the
+every cipher shares (GCM and XTS too wherever the call means something for them: errcmp.NEW): EVP
+calls without cipher or key, key and IV lengths, the final block and its padding, parameters of the wrong type or size, output sizes through the dispatch table, and the
 NULL and empty buffers EVP passes on. Each row is one call; its function sets up (every setup step
 must succeed and raise nothing: Env.go checks), makes the call and returns what it returned."""
 
 import evp
-from errcmp import (ALL, BLOCK, CBC, CTR, IV, KEY, STITCHED, fin, get_params, keylen, oneshot,
-                    plain_cbc, queue, row, set_key_length, set_params, upd)
+from errcmp import (ALL, BLOCK, CBC, CTR, GCM, IV, KEY, NEW, STITCHED, XTS, fin, get_params, keylen,
+                    oneshot, plain_cbc, queue, row, set_key_length, set_params, upd)
 
 # ---------------------------------------------------------------- EVP calls without cipher or key
 
@@ -25,7 +25,7 @@ def _(env, name):
 
 
 for _call in ("update", "final", "cipher"):
-    @row(f"{_call}-without-key", ALL + STITCHED)
+    @row(f"{_call}-without-key", ALL + STITCHED + NEW)
     def _(env, name, call=_call):
         ctx = env.ctx(name, key=False)
         env.go()
@@ -35,14 +35,14 @@ for _call in ("update", "final", "cipher"):
 # ---------------------------------------------------------------- key and IV lengths
 
 
-@row("set-key-length-8", ALL + STITCHED)
+@row("set-key-length-8", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = env.ctx(name)
     env.go()
     return set_key_length(ctx, 8)
 
 
-@row("init-keylen-param-8", ALL + STITCHED)
+@row("init-keylen-param-8", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = evp.CipherCtx()
     env.go()
@@ -50,7 +50,7 @@ def _(env, name):
                         evp.Params([("keylen", "uint", 8, 8)]))
 
 
-@row("init-ivlen-param-12", ALL + STITCHED)
+@row("init-ivlen-param-12", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = evp.CipherCtx()
     env.go()
@@ -58,7 +58,7 @@ def _(env, name):
 
 
 for _what, _kl, _il in (("keylen-wrong", 7, 16), ("ivlen-wrong", 0, 12)):
-    @row(f"dispatch-init-{_what}", ALL + STITCHED)
+    @row(f"dispatch-init-{_what}", ALL + STITCHED + NEW)
     def _(env, name, kl=_kl, il=_il):
         raw = env.raw(name)
         env.go()
@@ -70,7 +70,7 @@ for _what, _kl, _il in (("keylen-wrong", 7, 16), ("ivlen-wrong", 0, 12)):
 # ---------------------------------------------------------------- final block and padding
 
 
-@row("decrypt-partial-final", BLOCK)
+@row("decrypt-partial-final", BLOCK + NEW)
 def _(env, name):
     ctx = env.ctx(name, enc=0)
     upd(ctx, bytes(20))
@@ -78,7 +78,7 @@ def _(env, name):
     return fin(ctx)
 
 
-@row("decrypt-empty-final", BLOCK)
+@row("decrypt-empty-final", BLOCK + NEW)
 def _(env, name):
     ctx = env.ctx(name, enc=0)
     env.go()
@@ -86,7 +86,7 @@ def _(env, name):
 
 
 for _enc in (1, 0):
-    @row(f"{'en' if _enc else 'de'}crypt-nopad-partial-final", BLOCK)
+    @row(f"{'en' if _enc else 'de'}crypt-nopad-partial-final", BLOCK + NEW)
     def _(env, name, enc=_enc):
         ctx = env.ctx(name, enc=enc, pad=0)
         upd(ctx, bytes(21))
@@ -118,21 +118,21 @@ for _spec in _SET_TYPES:
     _own = {"num": [CTR], "tls-version": ALL, "tls-mac-size": ALL}.get(_spec[0], []) \
         if _spec[1] == "uint" else []
 
-    @row(_sid, [n for n in ALL if n not in _own] + STITCHED)
+    @row(_sid, [n for n in ALL if n not in _own] + STITCHED + NEW)
     def _(env, name, spec=_spec):
         ctx = env.ctx(name)
         env.go()
         return set_params(ctx, [spec])
 
 for _key in ("keylen", "ivlen", "padding", "num", "tls-mac", "tlsaadpad"):
-    @row(f"get-{_key}-wrong-type", ALL + STITCHED)
+    @row(f"get-{_key}-wrong-type", ALL + STITCHED + NEW)
     def _(env, name, key=_key):
         ctx = env.ctx(name)
         env.go()
         return get_params(ctx, [(key, "utf8", "")])
 
 for _key in ("iv", "updated-iv"):
-    @row(f"get-{_key}-8-byte-buffer", ALL + STITCHED)
+    @row(f"get-{_key}-8-byte-buffer", ALL + STITCHED + NEW)
     def _(env, name, key=_key):
         ctx = env.ctx(name)
         env.go()
@@ -140,7 +140,7 @@ for _key in ("iv", "updated-iv"):
 
 for _key in ("mode", "keylen", "ivlen", "blocksize", "aead", "custom-iv", "cts", "tls-multi",
              "has-randkey"):
-    @row(f"cipher-get-{_key}-wrong-type", ALL + STITCHED)
+    @row(f"cipher-get-{_key}-wrong-type", ALL + STITCHED + NEW)
     def _(env, name, key=_key):
         cipher = env.fetch(name)
         env.go()
@@ -148,14 +148,14 @@ for _key in ("mode", "keylen", "ivlen", "blocksize", "aead", "custom-iv", "cts",
         return ok
 
 
-@row("set-params-empty", ALL + STITCHED)
+@row("set-params-empty", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = env.ctx(name)
     env.go()
     return set_params(ctx, [])
 
 
-@row("get-params-empty", ALL + STITCHED)
+@row("get-params-empty", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = env.ctx(name)
     env.go()
@@ -170,21 +170,21 @@ def _raw_enc(env, name, enc=1):
     return raw
 
 
-@row("dispatch-update-outsize", ALL + STITCHED)
+@row("dispatch-update-outsize", ALL + STITCHED + NEW)
 def _(env, name):
     raw = _raw_enc(env, name)
     env.go()
     return raw.update(bytes(32), 16)
 
 
-@row("dispatch-cipher-outsize", ALL + STITCHED)
+@row("dispatch-cipher-outsize", ALL + STITCHED + NEW)
 def _(env, name):
     raw = _raw_enc(env, name)
     env.go()
     return raw.update(bytes(32), 16, op="cipher")
 
 
-@row("dispatch-update-held-block-outsize", BLOCK)
+@row("dispatch-update-held-block-outsize", BLOCK + GCM)   # XTS: an 8-byte unit is refused
 def _(env, name):
     raw = _raw_enc(env, name)
     assert raw.update(bytes(8), 24)[0]
@@ -192,7 +192,7 @@ def _(env, name):
     return raw.update(bytes(8), 8)
 
 
-@row("dispatch-final-enc-outsize", BLOCK)
+@row("dispatch-final-enc-outsize", BLOCK + GCM)   # XTS: an 8-byte unit is refused
 def _(env, name):
     raw = _raw_enc(env, name)
     assert raw.update(bytes(5), 24)[0]
@@ -200,7 +200,7 @@ def _(env, name):
     return raw.final(8)
 
 
-@row("dispatch-final-dec-outsize", BLOCK)
+@row("dispatch-final-dec-outsize", BLOCK + NEW)
 def _(env, name):
     ct = plain_cbc(env, name, bytes(20) + b"\x0c" * 12)
     raw = _raw_enc(env, name, enc=0)
@@ -209,7 +209,7 @@ def _(env, name):
     return raw.final(2)
 
 
-@row("dispatch-update-zero-outsize", ALL + STITCHED)
+@row("dispatch-update-zero-outsize", ALL + STITCHED + NEW)
 def _(env, name):
     raw = _raw_enc(env, name)
     env.go()
@@ -218,7 +218,7 @@ def _(env, name):
 # ---------------------------------------------------------------- NULL and empty buffers EVP passes on
 
 
-@row("update-null-in-zero-length", ALL + STITCHED)
+@row("update-null-in-zero-length", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = env.ctx(name)
     env.go()
@@ -226,21 +226,21 @@ def _(env, name):
     return ok, outl
 
 
-@row("update-null-out-buffered-only", BLOCK)
+@row("update-null-out-buffered-only", BLOCK + NEW)
 def _(env, name):
     ctx = env.ctx(name)
     env.go()
     return upd(ctx, bytes(5), out=False)
 
 
-@row("final-null-out-nothing-due", BLOCK)
+@row("final-null-out-nothing-due", BLOCK + NEW)
 def _(env, name):
     ctx = env.ctx(name, pad=0)
     env.go()
     return fin(ctx, out=False)
 
 
-@row("cipher-null-in-zero-length", ALL + STITCHED)
+@row("cipher-null-in-zero-length", ALL + STITCHED + NEW)
 def _(env, name):
     ctx = env.ctx(name)
     env.go()
@@ -249,9 +249,11 @@ def _(env, name):
 
 # EVP 3.0.19 passes a negative int length on as SIZE_MAX - k, and the output size as that + 16,
 # which wraps below it for k < 16: the default provider then finds the output too small (further
-# down, and on CTR, it crashes: error_rows_tls.ACCELAES_ONLY)
+# down, and on CTR, it crashes: error_rows_tls.ACCELAES_ONLY). XTS: both find the unit too large.
+# GCM: the default crashes (it encrypts on), accelaes refuses with PROV's "cipher operation
+# failed", not a reason of its own, so the row is in neither table (test_gcm.py has the limits).
 for _n in (1, 16):
-    @row(f"update-length-minus-{_n}", BLOCK)
+    @row(f"update-length-minus-{_n}", BLOCK + XTS)
     def _(env, name, n=_n):
         ctx = env.ctx(name)
         env.go()

@@ -1,12 +1,13 @@
 """tests/test_reinit.py: re-initialisation semantics of EVP_CipherInit_ex2 on a live context (NULL
 key keeps the key, NULL IV keeps the IV, CBC restores the original IV, partial data is dropped),
-each scenario replayed on the default provider and compared step by step."""
+each scenario replayed on the default provider and compared step by step; for the nine ciphers and
+for GCM (its tag after final compared too) and XTS (each update one data unit)."""
 
 import pytest
 
 import evp
 
-K1, K2 = bytes(range(32)), bytes(range(200, 232))
+K1, K2 = bytes(range(64)), bytes(range(150, 214))     # XTS takes 64 bytes, with distinct halves
 IV1, IV2 = bytes(range(16)), bytes(range(16, 32))
 DATA = bytes(range(7, 7 + 45))
 
@@ -27,12 +28,15 @@ def replay(cipher, steps):
                 trace.append(("update", ctx.update(step[1]).hex()))
             elif op == "final":
                 trace.append(("final", ctx.final().hex()))
+                if "GCM" in cipher.name.upper():     # the tag (an encryption's) is compared too
+                    ok, params = ctx.get_params([("tag", "octet", 16)])
+                    trace.append(("tag", ok, params.value(0) if ok else None))
             else:
                 raise ValueError(op)
         except evp.OsslError as e:
             trace.append((op, "error", bool(e.has_reason())))
         state = []
-        if evp.cipher_mode(cipher.name) != evp.MODE_ECB:
+        if "ECB" not in cipher.name.upper():
             ok, params = ctx.get_params([("updated-iv", "octet", 16)])
             state.append((ok, params.value(0)))
         state.append(ctx.num)
@@ -42,8 +46,12 @@ def replay(cipher, steps):
     return trace
 
 
+def keylen(name):
+    return evp.cipher_keylen(name) * (2 if name.endswith("XTS") else 1)
+
+
 def scenarios(name):
-    kl = evp.cipher_keylen(name)
+    kl = keylen(name)
     k1, k2 = K1[:kl], K2[:kl]
     return {
         # a new IV with the key kept
@@ -76,10 +84,20 @@ def scenarios(name):
 
 
 SCENARIOS = list(scenarios("AES-128-CBC"))
+# GCM and XTS through the same scenarios (every update of DATA is >= 16 bytes: an XTS unit each)
+NEW = ["AES-128-GCM", "AES-192-GCM", "AES-256-GCM", "AES-128-XTS", "AES-256-XTS"]
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("name", evp.CIPHERS)
+def _marks(name, scenario):
+    if "GCM" in name and scenario == "null-iv-keeps-iv":
+        return [pytest.mark.xfail(strict=True, reason="WIP-GCM.md's known difference: a re-key while a "
+                                  "message is open restarts it with its IV here, the default runs on with "
+                                  "a reset state (a misuse: garbage either way)")]
+    return []
+
+
+@pytest.mark.parametrize("name,scenario", [pytest.param(n, s, id=f"{s}-{n}", marks=_marks(n, s))
+                                           for n in evp.CIPHERS + NEW for s in SCENARIOS])
 def test_reinit(pair, name, scenario):
     steps = scenarios(name)[scenario]
     got = replay(pair(name).test, steps)

@@ -1,6 +1,7 @@
 /* tests/c/test_engine.c: the inline AES engines (accel/cpu/aesni.c with and without VAES, and
  * accel/cpu/evp_engine.c): published vectors, then randomized comparison with OpenSSL's default
- * provider, CTR carries, chained calls and the interface's other promises. Shared keys across
+ * provider, CTR carries, chained calls, the interface's other promises, and each engine's XTS
+ * function (one data unit, ciphertext stealing) against the default provider's AES-XTS. Shared keys across
  * threads and fork are tests/c/test_engine_threads.c; the driver (every engine, the xmm re-run with
  * ACCELAES_NO_VAES=1, ACCELAES_TEST_SEED=N to replay) is tests/c/test_engine_common.h. */
 #include "tests/c/test_engine_common.h"
@@ -236,6 +237,75 @@ static void test_chain(const acc_engine *e)
         }
 }
 
+/* ---- XTS: the engine's xts against the default provider's AES-XTS through EVP ---- */
+
+static int xts_reference(int keybits, const uint8_t *key, const uint8_t tweak[16], const uint8_t *in, uint8_t *out,
+                         size_t len, int dec)
+{
+    static EVP_CIPHER *cache[2];
+    int ki = keybits == 256, ol = 0, ok;
+
+    if (cache[ki] == NULL)
+        cache[ki] = EVP_CIPHER_fetch(NULL, ki ? "AES-256-XTS" : "AES-128-XTS", "provider=default");
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    ok = c != NULL && cache[ki] != NULL && EVP_CipherInit_ex2(c, cache[ki], key, tweak, !dec, NULL)
+        && EVP_CipherUpdate(c, out, &ol, in, (int)len) && (size_t)ol == len;
+    EVP_CIPHER_CTX_free(c);
+    return ok;
+}
+
+/* One unit on a random key pair (distinct halves) and tweak, as the provider calls the engine: the
+ * data key with its decryption schedule when dec, the tweak key encryption only. Buffers misaligned. */
+static void xts_one(const acc_engine *e, int keybits, size_t len, int dec, int inplace)
+{
+    acc_aes_key k1, k2;
+    uint8_t key[64], tweak[16], tweak0[16];
+    uint8_t *in = g_in + rnd() % 16, *out = inplace ? in : g_out + rnd() % 16, *ref = g_ref + 3;
+    size_t half = (size_t)keybits / 8;
+    int ok;
+
+    rnd_bytes(key, sizeof(key));
+    key[half] = (uint8_t)~key[0]; /* the halves differ */
+    rnd_bytes(tweak0, 16);
+    rnd_bytes(in, len);
+    memcpy(tweak, tweak0, 16);
+    memset(&k1, 0, sizeof(k1));
+    memset(&k2, 0, sizeof(k2));
+    if (!xts_reference(keybits, key, tweak0, in, ref, len, dec) || !e->set_key(&k1, key, half, !dec)
+        || !e->set_key(&k2, key + half, half, 1)) {
+        check(0, e, "xts set-up %d len=%zu", keybits, len);
+        e->free_key(&k1);
+        e->free_key(&k2);
+        return;
+    }
+    ok = e->xts(&k1, &k2, tweak, in, out, len, dec);
+    if (ok != 1)
+        __atomic_add_fetch(&eng_failures, 1, __ATOMIC_RELAXED);
+    check(ok == 1 && memcmp(out, ref, len) == 0 && memcmp(tweak, tweak0, 16) == 0, e,
+          "xts-%d %s len=%zu %s: output or tweak differs from the default provider", keybits, dec ? "dec" : "enc", len,
+          inplace ? "in place" : "out of place");
+    e->free_key(&k1);
+    e->free_key(&k2);
+}
+
+/* Every length 16..100 (ciphertext stealing for each partial last block), the 4-block and 8-block
+ * group edges, and large units; both directions, both key sizes, in place and not. */
+static void test_xts(const acc_engine *e)
+{
+    static const size_t big[] = { 127, 128, 129, 255, 256, 257, 511, 1000, 4096, 4096 + 13, 16 * MAXBLOCKS };
+    check(e->xts != NULL, e, "the engine has no xts function");
+    if (e->xts == NULL)
+        return;
+    for (int keybits = 128; keybits <= 256; keybits += 128)
+        for (int dec = 0; dec < 2; dec++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                for (size_t len = 16; len <= 100; len++)
+                    xts_one(e, keybits, len, dec, inplace);
+                for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+                    xts_one(e, keybits, big[i] - (i % 3 == 2 ? rnd() % 16 : 0), dec, inplace);
+            }
+}
+
 /* ---- the interface's other promises ---- */
 
 static int all_zero(const void *p, size_t n)
@@ -299,6 +369,7 @@ static void test_engine(const acc_engine *e)
     test_ctr_edges(e);
     test_chain(e);
     test_api(e);
+    test_xts(e);
 }
 
 int main(int argc, char **argv)

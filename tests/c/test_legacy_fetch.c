@@ -1,5 +1,7 @@
 /* tests/c/test_legacy_fetch.c: a program written for OpenSSL 1.1 (EVP_aes_128_cbc() and friends,
- * no fetch, no provider named) gets accelaes from OPENSSL_CONF=conf/accelaes.cnf alone. */
+ * no fetch, no provider named) gets accelaes from OPENSSL_CONF=conf/accelaes.cnf alone: the nine
+ * ECB/CBC/CTR ciphers, AES-GCM (ciphertext and tag) and AES-XTS; AES-CCM, which accelaes does not
+ * offer, still comes from the default provider. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,22 @@ static const struct {
     { EVP_aes_128_ctr, "AES-128-CTR", 0, "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", "874d6191b620e3261bef6864990db6ce" },
     { EVP_aes_192_ctr, "AES-192-CTR", 1, "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", "1abc932417521ca24f2b0459fe7e6e0b" },
     { EVP_aes_256_ctr, "AES-256-CTR", 2, "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", "601ec313775789a5b7a7f504bbf3d228" },
+};
+
+/* GCM: McGrew-Viega test cases 2, 8 and 14 (zero key, 12-byte zero IV, one zero block): ciphertext
+ * then tag. XTS: IEEE 1619 vector 2 (key 11..11 22..22, tweak 3333333333, 32 bytes of 44) for
+ * AES-128-XTS, the same pattern at 64 bytes of key for AES-256-XTS (pyca/cryptography's answer). */
+static const struct {
+    const EVP_CIPHER *(*legacy)(void);
+    const char *name;
+    int keylen, ptlen;
+    const char *out;
+} MORE[] = {
+    { EVP_aes_128_gcm, "AES-128-GCM", 16, 16, "0388dace60b6a392f328c2b971b2fe78ab6e47d42cec13bdf53a67b21257bddf" },
+    { EVP_aes_192_gcm, "AES-192-GCM", 24, 16, "98e7247c07f0fe411c267e4384b0f6002ff58d80033927ab8ef4d4587514f0fb" },
+    { EVP_aes_256_gcm, "AES-256-GCM", 32, 16, "cea7403d4d606b6e074ec5d3baf39d18d0d1c8a799996bf0265b98b5d48ab919" },
+    { EVP_aes_128_xts, "AES-128-XTS", 32, 32, "c454185e6a16936e39334038acef838bfb186fff7480adc4289382ecd6d394f0" },
+    { EVP_aes_256_xts, "AES-256-XTS", 64, 32, "e622334f184bbce129a25b2ac76b3d92abf98e22df5bdd15af471f3db8946a85" },
 };
 
 static size_t unhex(const char *h, unsigned char *out)
@@ -82,14 +100,40 @@ int main(void)
         }
         EVP_CIPHER_CTX_free(ctx);
     }
+    for (size_t i = 0; i < sizeof(MORE) / sizeof(MORE[0]); i++) {
+        unsigned char key[64], iv[16] = { 0 }, pt[32], out[64], want[64];
+        int l1 = 0, l2 = 0, gcm = strstr(MORE[i].name, "GCM") != NULL, ok;
+        size_t n = unhex(MORE[i].out, want);
+        EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+        const char *prov;
+
+        memset(key, 0, sizeof(key));
+        if (!gcm) {
+            memset(key, 0x11, (size_t)MORE[i].keylen / 2);
+            memset(key + MORE[i].keylen / 2, 0x22, (size_t)MORE[i].keylen / 2);
+            memset(iv, 0x33, 5);
+        }
+        memset(pt, gcm ? 0 : 0x44, sizeof(pt));
+        ok = ctx != NULL && EVP_EncryptInit_ex(ctx, MORE[i].legacy(), NULL, key, iv)
+            && EVP_EncryptUpdate(ctx, out, &l1, pt, MORE[i].ptlen) && EVP_EncryptFinal_ex(ctx, out + l1, &l2)
+            && (!gcm || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, out + l1 + l2));
+        prov = ctx != NULL ? provider_of(ctx) : "(none)";
+        ok = ok && (size_t)(l1 + l2 + (gcm ? 16 : 0)) == n && memcmp(out, want, n) == 0;
+        printf("%s %s %s\n", MORE[i].name, prov, ok ? "vector-ok" : "vector-wrong");
+        if (!ok || strcmp(prov, "accelaes") != 0) {
+            ERR_print_errors_fp(stderr);
+            failed++;
+        }
+        EVP_CIPHER_CTX_free(ctx);
+    }
     /* What accelaes does not offer still works, from the default provider ("?" is a preference). */
     {
         unsigned char key[16] = { 0 }, iv[12] = { 0 };
         EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-        int ok = ctx != NULL && EVP_EncryptInit_ex(ctx, EVP_aes_128_gcm(), NULL, key, iv);
+        int ok = ctx != NULL && EVP_EncryptInit_ex(ctx, EVP_aes_128_ccm(), NULL, key, iv);
         const char *prov = ok ? provider_of(ctx) : "(none)";
 
-        printf("AES-128-GCM %s %s\n", prov, ok ? "init-ok" : "init-failed");
+        printf("AES-128-CCM %s %s\n", prov, ok ? "init-ok" : "init-failed");
         if (!ok || strcmp(prov, "default") != 0)
             failed++;
         EVP_CIPHER_CTX_free(ctx);
