@@ -2,11 +2,13 @@
 """bench/nginx_tls13.py: nginx serving a file over TLS 1.3 (TLS_AES_128_GCM_SHA256 or another suite) with its
 stock OpenSSL configuration and with conf/accelaes.cnf, downloads by curl (on the default provider) alternated
 between the two servers, on 127.0.0.1. Prints MB/s per download, the medians and the ratio, and checks every
-body. Both servers and the client share this machine's cores: the ratio is of whole downloads, not of the
-server's cipher alone.
+body. Both servers and the client share this machine's cores: the download rate is of whole downloads (curl's
+own decryption on the default provider included), so the server's CPU time per byte (its workers' schedstat)
+is printed too: that is what the server's cipher changes.
 
 Run: python3 bench/nginx_tls13.py [--rounds 5] [--mib 64] [--suite TLS_AES_128_GCM_SHA256]   (needs nginx, curl)"""
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -48,6 +50,15 @@ http {{ access_log off; client_body_temp_path {d}/tb-{name}; proxy_temp_path {d}
     raise SystemExit(f"nginx ({name}) did not start: {(d / f'{name}.err').read_text(errors='replace')[-2000:]}")
 
 
+def server_cpu_ns(master):
+    """CPU time (ns) of the nginx master's workers so far, every thread (/proc/<pid>/task/*/schedstat)."""
+    total = 0
+    for w in Path(f"/proc/{master.pid}/task/{master.pid}/children").read_text().split():
+        for t in Path(f"/proc/{w}/task").iterdir():
+            total += int((t / "schedstat").read_text().split()[0])
+    return total
+
+
 def download(port, suite, out, client_env):
     t0 = time.monotonic()
     p = subprocess.run(["curl", "-sS", "-k", "--fail", "--tlsv1.3", "--tls13-ciphers", suite, "-o", str(out),
@@ -57,6 +68,15 @@ def download(port, suite, out, client_env):
     if p.returncode != 0:
         raise SystemExit(f"curl failed: {p.stderr[-2000:]}")
     return int(p.stdout) / dt / 1e6
+
+
+def accelaes_bytes(env):
+    """Bytes accelaes did in the accelaes server's private segment (all paths): proof that it served."""
+    p = subprocess.run([str(BUILD / "accelaes-stat"), "--json"], env=env, capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise SystemExit(f"accelaes-stat failed: {p.stderr[-500:]}")
+    totals = json.loads(p.stdout)["totals"]
+    return sum(int(totals.get(k, 0)) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
 
 
 def main():
@@ -82,11 +102,14 @@ def main():
                  ACCELAES_SHM_NAME=f"/accelaes-nginx-bench-{os.getpid()}")
     servers = {"stock": start(d, "stock", client), "accelaes": start(d, "accelaes", accel)}
     got = {k: [] for k in servers}
+    cpu = {k: [] for k in servers}
     try:
         for r in range(a.rounds):
             for side in (("stock", "accelaes") if r % 2 == 0 else ("accelaes", "stock")):
                 out = d / f"got-{side}"
+                c0 = server_cpu_ns(servers[side][0])
                 got[side].append(download(servers[side][1], a.suite, out, client))
+                cpu[side].append((server_cpu_ns(servers[side][0]) - c0) / (a.mib << 20))
                 if out.read_bytes() != body:
                     raise SystemExit(f"{side}: the downloaded body differs")
                 out.unlink()
@@ -94,9 +117,16 @@ def main():
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait(timeout=30)
+    done = accelaes_bytes(accel)
+    Path("/dev/shm" + accel["ACCELAES_SHM_NAME"]).unlink(missing_ok=True)
+    if done < a.rounds * (a.mib << 20):
+        raise SystemExit(f"accelaes-stat: the accelaes server did {done} bytes, less than it sent")
+    print(f"accelaes-stat: the accelaes server's segment counts {done / 1e6:.0f} MB through accelaes")
     for side, v in got.items():
-        print(f"{side:9s} MB/s: {', '.join(f'{x:.0f}' for x in v)}; median {statistics.median(v):.0f}")
-    print(f"accelaes / stock (medians): {statistics.median(got['accelaes']) / statistics.median(got['stock']):.2f}"
+        print(f"{side:9s} MB/s: {', '.join(f'{x:.0f}' for x in v)}; median {statistics.median(v):.0f};"
+              f" server CPU ns/B: {', '.join(f'{x:.3f}' for x in cpu[side])}; median {statistics.median(cpu[side]):.3f}")
+    print(f"accelaes / stock (medians): download MB/s {statistics.median(got['accelaes']) / statistics.median(got['stock']):.2f},"
+          f" server CPU per byte {statistics.median(cpu['accelaes']) / statistics.median(cpu['stock']):.2f}"
           f"  ({a.suite}, {a.mib} MiB, {a.rounds} alternated rounds)")
     shutil.rmtree(d, ignore_errors=True)
 
