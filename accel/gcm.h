@@ -57,6 +57,12 @@ typedef struct acc_gcm_engine {
      *    runs acc_gcm_ctr32 and ghash, two passes. */
     void (*split_range)(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out,
                         size_t nblocks, uint8_t ghash[16]);
+    /*  - restart_zero: the message as the default provider leaves it when a key is given while a
+     *    message is open (its setkey wipes the GCM state, the IV state stays): the next counter
+     *    block is zero, the AAD given is hashed from a zero state, no data yet, and the tag is the
+     *    bare GHASH (no E(K, J0) added). key: the key now set (already given to set_key). */
+    int (*restart_zero)(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
+                        size_t aadlen);
 } acc_gcm_engine;
 
 /* accel/cpu/gcm_clmul.c: GCM's arithmetic for the split, on any engine.

@@ -105,6 +105,13 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
         g->tls_enc_records = 0;
         if (!gcm_set_key(g, key, keylen))
             return 0;
+        /* the default's setkey wipes an open message's GCM state but keeps its IV state: the
+         * message goes on from zero, its AAD and data so far forgotten (a misuse; the same bytes) */
+        if (g->iv_state == ACC_GCM_IV_COPIED) {
+            g->zero_restart = 1;
+            g->aadlen = 0;
+            g->msglen = 0;
+        }
     }
     return acc_gcm_set_ctx_params(g, params);
 }
@@ -132,6 +139,7 @@ void acc_gcm_open(acc_gcm_ctx *g)
     g->aadlen = 0;
     g->msglen = 0;
     g->started = 0;
+    g->zero_restart = 0;
     g->iv_state = ACC_GCM_IV_COPIED;
 }
 
@@ -165,8 +173,10 @@ static int msg_start(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen)
 {
     if (g->started)
         return 1;
-    if (!g->geng->start(&g->st, g->base.enc, g->msg_iv, g->msg_ivlen, aad, aadlen))
+    if (g->zero_restart ? !g->geng->restart_zero(&g->st, g->base.enc, g->base.rawkey, g->base.keylen, aad, aadlen)
+                        : !g->geng->start(&g->st, g->base.enc, g->msg_iv, g->msg_ivlen, aad, aadlen))
         return 0;
+    g->zero_restart = 0;
     g->started = 1;
     return 1;
 }

@@ -28,6 +28,8 @@ typedef struct acc_gcm_ctx {
     int iv_state;
     int iv_gen;                 /* TLS: a fixed IV part was set, the invocation field counts */
     int started;                /* the engine's message has begun: the AAD is closed */
+    int zero_restart;           /* a key came while a message was open: it goes on from the
+                                   default's wiped state (the engine's restart_zero) */
     size_t ivlen;
     size_t msg_ivlen;
     size_t taglen;              /* ACC_GCM_UNSET until set (decrypt) or made (encrypt final) */

@@ -88,15 +88,7 @@ SCENARIOS = list(scenarios("AES-128-CBC"))
 NEW = ["AES-128-GCM", "AES-192-GCM", "AES-256-GCM", "AES-128-XTS", "AES-256-XTS"]
 
 
-def _marks(name, scenario):
-    if "GCM" in name and scenario == "null-iv-keeps-iv":
-        return [pytest.mark.xfail(strict=True, reason="WIP-GCM.md's known difference: a re-key while a "
-                                  "message is open restarts it with its IV here, the default runs on with "
-                                  "a reset state (a misuse: garbage either way)")]
-    return []
-
-
-@pytest.mark.parametrize("name,scenario", [pytest.param(n, s, id=f"{s}-{n}", marks=_marks(n, s))
+@pytest.mark.parametrize("name,scenario", [pytest.param(n, s, id=f"{s}-{n}")
                                            for n in evp.CIPHERS + NEW for s in SCENARIOS])
 def test_reinit(pair, name, scenario):
     steps = scenarios(name)[scenario]

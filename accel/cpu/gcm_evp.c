@@ -77,16 +77,10 @@ static int evp_copy(acc_gcm_state *dst, const acc_gcm_state *src)
     return 1;
 }
 
-static int evp_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
+static int evp_aad(evp_gcm *g, const uint8_t *aad, size_t aadlen)
 {
-    evp_gcm *g = (evp_gcm *)s;
-    OSSL_PARAM p[2] = { OSSL_PARAM_construct_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, &ivlen), OSSL_PARAM_END };
     int outl;
 
-    g->enc = enc;
-    /* the IV length first: init reads the IV with the length the context has */
-    if (g->x == NULL || !EVP_CIPHER_CTX_set_params(g->x, p) || !EVP_CipherInit_ex2(g->x, NULL, NULL, iv, enc, NULL))
-        return 0;
     for (size_t off = 0; off < aadlen;) {
         int n = aadlen - off > (1u << 30) ? (1 << 30) : (int)(aadlen - off);
 
@@ -95,6 +89,31 @@ static int evp_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen,
         off += (size_t)n;
     }
     return 1;
+}
+
+static int evp_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
+{
+    evp_gcm *g = (evp_gcm *)s;
+    OSSL_PARAM p[2] = { OSSL_PARAM_construct_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, &ivlen), OSSL_PARAM_END };
+
+    g->enc = enc;
+    /* the IV length first: init reads the IV with the length the context has */
+    if (g->x == NULL || !EVP_CIPHER_CTX_set_params(g->x, p) || !EVP_CipherInit_ex2(g->x, NULL, NULL, iv, enc, NULL))
+        return 0;
+    return evp_aad(g, aad, aadlen);
+}
+
+/* The nested default brought into that state itself: a message opened (one byte of AAD), then
+ * the key given again, then the AAD. */
+static int evp_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
+                            size_t aadlen)
+{
+    evp_gcm *g = (evp_gcm *)s;
+    static const uint8_t iv[12], one[1];
+
+    (void)keylen;
+    return evp_start(s, enc, iv, sizeof(iv), one, 1) && EVP_CipherInit_ex2(g->x, NULL, key, NULL, enc, NULL)
+        && evp_aad(g, aad, aadlen);
 }
 
 static int evp_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len)
@@ -129,10 +148,18 @@ static int evp_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
     return EVP_CIPHER_CTX_set_params(g->x, p) && EVP_DecryptFinal_ex(g->x, none, &outl) > 0;
 }
 
-static const acc_gcm_engine evp_gcm_engine = {
-    "nested EVP (default provider)", evp_set_key, evp_copy, evp_cleanse, evp_start, evp_update, evp_finish,
-    NULL, NULL, NULL, NULL   /* no split: the default's GCM state is not ours to continue */
-};
+static const acc_gcm_engine evp_gcm_engine = { "nested EVP (default provider)",
+                                               evp_set_key,
+                                               evp_copy,
+                                               evp_cleanse,
+                                               evp_start,
+                                               evp_update,
+                                               evp_finish,
+                                               NULL,
+                                               NULL,
+                                               NULL,
+                                               NULL, /* no split: the default's GCM state is not ours to continue */
+                                               evp_restart_zero };
 
 const acc_gcm_engine *acc_gcm_engine_evp(void)
 {

@@ -35,6 +35,8 @@ typedef struct imb_gcm {
     struct gcm_context_data msg;
     imb_gcm_fns f;
     int enc;
+    int zeroed;         /* restart_zero's message: the tag is unmasked at finish */
+    uint8_t unmask[16]; /* E(K, 0), which finalize adds to such a message's GHASH */
 } imb_gcm;
 
 _Static_assert(sizeof(imb_gcm) <= sizeof(acc_gcm_state), "ipsec-mb's GCM state does not fit ACC_GCM_STATE_SIZE");
@@ -90,6 +92,7 @@ static int imb_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen,
     if (g->f.init == NULL || ivlen == 0)
         return 0;
     g->enc = enc;
+    g->zeroed = 0;
     /* ipsec-mb's parameter checks refuse a NULL AAD even of length 0 */
     g->f.init(&g->key, &g->msg, iv, ivlen, aadlen > 0 ? aad : none, aadlen);
     return 1;
@@ -111,11 +114,14 @@ static int imb_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
     uint8_t t[ACC_GCM_TAG_LEN];
     int ok;
 
+    (g->enc ? g->f.enc_fin : g->f.dec_fin)(&g->key, &g->msg, t, ACC_GCM_TAG_LEN);
+    for (int i = 0; i < ACC_GCM_TAG_LEN; i++)
+        t[i] ^= g->unmask[i] & (uint8_t)-g->zeroed;
     if (g->enc) {
-        g->f.enc_fin(&g->key, &g->msg, tag, ACC_GCM_TAG_LEN);
+        memcpy(tag, t, ACC_GCM_TAG_LEN);
+        OPENSSL_cleanse(t, sizeof(t));
         return 1;
     }
-    g->f.dec_fin(&g->key, &g->msg, t, ACC_GCM_TAG_LEN);
     ok = taglen > 0 && taglen <= ACC_GCM_TAG_LEN && CRYPTO_memcmp(t, tag, taglen) == 0;
     OPENSSL_cleanse(t, sizeof(t));
     return ok;
@@ -203,10 +209,43 @@ static void imb_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const
     OPENSSL_cleanse(&m, sizeof(m));
 }
 
-static const acc_gcm_engine imb_engine = {
-    "intel-ipsec-mb", imb_set_key, imb_copy, imb_cleanse, imb_start, imb_update, imb_finish,
-    imb_split_get, imb_ghash, imb_split_put, imb_split_range
-};
+/* The default's wiped state (accel/gcm.h): a zero context, whose finalize gives E(K, orig_IV = 0)
+ * and is kept to be taken off the tag; the AAD's GHASH from zero (zero-padded, as GCM pads it);
+ * the counter one before zero (update moves it on by inc32 before each block, as
+ * imb_split_range's). */
+static int imb_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
+                            size_t aadlen)
+{
+    imb_gcm *g = (imb_gcm *)s;
+    uint8_t h[16] = { 0 }, last[16] = { 0 }, c[16] = { 0 };
+    size_t whole = aadlen / 16;
+
+    (void)key;
+    (void)keylen;
+    if (g->f.enc_fin == NULL || g->f.ghash == NULL)
+        return 0;
+    memset(&g->msg, 0, sizeof(g->msg));
+    g->f.enc_fin(&g->key, &g->msg, g->unmask, ACC_GCM_TAG_LEN);
+    memset(&g->msg, 0, sizeof(g->msg));
+    imb_ghash(s, aad, whole, h);
+    if (aadlen % 16 != 0) {
+        memcpy(last, aad + 16 * whole, aadlen % 16);
+        imb_ghash(s, last, 1, h);
+    }
+    reverse16(g->msg.aad_hash, h);
+    g->msg.aad_length = aadlen;
+    memset(c + 12, 0xff, 4);
+    reverse16(g->msg.current_counter, c);
+    g->enc = enc;
+    g->zeroed = 1;
+    OPENSSL_cleanse(h, sizeof(h));
+    OPENSSL_cleanse(last, sizeof(last));
+    return 1;
+}
+
+static const acc_gcm_engine imb_engine = { "intel-ipsec-mb", imb_set_key,   imb_copy,        imb_cleanse,
+                                           imb_start,        imb_update,    imb_finish,      imb_split_get,
+                                           imb_ghash,        imb_split_put, imb_split_range, imb_restart_zero };
 
 const acc_gcm_engine *acc_gcm_engine_imb(void)
 {
