@@ -53,7 +53,7 @@ TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uin
 /* t * x on the tweak held as two 64-bit halves in general registers: the bulk loop's doubling
  * chain runs on the integer units, which XTS leaves idle, instead of taking vector slots from
  * aesenc (shifts and shuffles share its ports). */
-static inline void g_mulx(uint64_t *lo, uint64_t *hi)
+INLINE void g_mulx(uint64_t *lo, uint64_t *hi)
 {
     uint64_t c = (uint64_t)((int64_t)*hi >> 63) & 0x87; /* the sign as a mask: no branch */
 
@@ -69,9 +69,21 @@ typedef struct {
     uint64_t lo, hi, klo, khi;
 } xchain;
 
-/* One group of 8 whitened blocks x: the middle rounds with a chain step after each of the first
- * eight (the next group's T ^ kl into nxt, off the data's path), then the last round keyed by
- * this group's T ^ kl, read straight from memory (cur). */
+/* The next group's eight T ^ kl into nxt. */
+INLINE void x_chain8(uint64_t *nxt, xchain *c)
+{
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        nxt[2 * j] = c->lo ^ c->klo;
+        nxt[2 * j + 1] = c->hi ^ c->khi;
+        g_mulx(&c->lo, &c->hi);
+    }
+}
+
+/* One group of 8 whitened blocks x: the middle rounds, the next group's T ^ kl into nxt after
+ * the first (off the data's path; placed there, the stores retire early and the next group's
+ * loads need not wait: after each round they made 256-byte units slower, before the rounds the
+ * 16 KiB loop), then the last round keyed by this group's T ^ kl, read from memory (cur). */
 TGT_NI INLINE void x_xts8_group(const uint8_t *rk, const int rounds, __m128i *x, uint8_t *out, const uint64_t *cur,
                                 uint64_t *nxt, xchain *c, int dec)
 {
@@ -81,11 +93,8 @@ TGT_NI INLINE void x_xts8_group(const uint8_t *rk, const int rounds, __m128i *x,
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             x[j] = dec ? _mm_aesdec_si128(x[j], k) : _mm_aesenc_si128(x[j], k);
-        if (r <= 8) {
-            nxt[2 * r - 2] = c->lo ^ c->klo;
-            nxt[2 * r - 1] = c->hi ^ c->khi;
-            g_mulx(&c->lo, &c->hi);
-        }
+        if (r == 1)
+            x_chain8(nxt, c);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -95,9 +104,8 @@ TGT_NI INLINE void x_xts8_group(const uint8_t *rk, const int rounds, __m128i *x,
 /* g >= 1 groups of 8 blocks, software-pipelined. Eight blocks in flight keep both AES units busy
  * (aesenc's latency is four times its issue interval on current cores), but eight blocks and
  * their tweaks do not fit 16 xmm registers. So the tweaks live in memory, stored as T ^ kl: the
- * last round takes that as its key, and the whitening is P ^ (k0 ^ kl) ^ (T ^ kl). The first
- * group's tweaks come each straight from t (a short unit is latency-bound). Returns the tweak of
- * the block after the last group. */
+ * last round takes that as its key, and the whitening is P ^ (k0 ^ kl) ^ (T ^ kl). Returns the
+ * tweak of the block after the last group. */
 TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t *in, uint8_t *out, size_t g, __m128i t,
                              int dec)
 {
@@ -106,9 +114,15 @@ TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t 
     xchain c = { (uint64_t)_mm_cvtsi128_si64(t8), (uint64_t)_mm_extract_epi64(t8, 1), (uint64_t)_mm_cvtsi128_si64(kl),
                  (uint64_t)_mm_extract_epi64(kl, 1) };
 
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) /* the first group's tweaks independent of each other (latency) */
-        _mm_store_si128((__m128i *)(void *)(cur + 2 * j), _mm_xor_si128(kl, j ? x_mulxk(t, j) : t));
+    /* the first group's tweaks: two vector doubling chains, from t and t*x^4 (one chain of 8 made
+     * 256-byte units ~1.5 ns slower, x_mulxk for each ~3 ns: its instructions compete with the
+     * first rounds for the vector ports) */
+    __m128i t4 = x_mulxk(t, 4);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++, t = x_mulx(t), t4 = x_mulx(t4)) {
+        _mm_store_si128((__m128i *)(void *)(cur + 2 * j), _mm_xor_si128(kl, t));
+        _mm_store_si128((__m128i *)(void *)(cur + 2 * j + 8), _mm_xor_si128(kl, t4));
+    }
     for (; g > 0; g--, in += 128, out += 128) {
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
