@@ -19,24 +19,12 @@
  * blocks pass, one block more is refused with PROV_R_XTS_DATA_UNIT_IS_TOO_LARGE. */
 #define XTS_MAX_BLOCKS ((size_t)1 << 20)
 
-/* Without VAES the xmm engine ("aesni") runs at about 0.82x the default's AES-NI XTS from 1 KiB
- * on; the nested default costs about 70 ns more per call (a context re-initialised with the IV),
- * so it only wins on large units: from this size on a unit (or split piece) goes to it. Measured
- * alternated in one process (WIP-XTS.md): xmm 265 / nested 289 ns at 2 KiB, 509 / 490 at 4 KiB,
- * 2012 / 1696 at 16 KiB. Neither matches the default yet (left: a faster xmm loop). */
-#ifndef XTS_EVP_FROM
-#define XTS_EVP_FROM 4096
-#endif
-
 typedef struct acc_xts_ctx {
     acc_cipher_ctx base; /* first; base.ks is the data key's schedule */
     acc_aes_key ks2;     /* the tweak key's (encryption) schedule */
     uint8_t key[64];     /* the whole key, to make a schedule for the other direction */
     int key_dec;         /* base.ks was made for decryption */
     int ks2_dec;         /* ks2 has its decryption schedule too (the split's tweaks need it) */
-    int dual;            /* the engine is the xmm one: large units go to the nested default */
-    int evp_set;         /* eks/eks2 made (at the first unit of XTS_EVP_FROM bytes) */
-    acc_aes_key eks, eks2; /* the nested default's keys, for dual */
 } acc_xts_ctx;
 
 /* ======================== Life cycle hooks ======================== */
@@ -46,27 +34,13 @@ static int xts_on_dup(acc_cipher_ctx *dst, const acc_cipher_ctx *src)
     acc_xts_ctx *d = (acc_xts_ctx *)dst;
     const acc_xts_ctx *s = (const acc_xts_ctx *)src;
 
-    /* the copy makes its own nested keys when it needs them: the memcpy shared the original's */
-    memset(&d->eks, 0, sizeof(d->eks));
-    memset(&d->eks2, 0, sizeof(d->eks2));
-    d->evp_set = 0;
     return !src->key_set || src->eng->copy_key(&d->ks2, &s->ks2);
-}
-
-static void xts_evp_free(acc_xts_ctx *x)
-{
-    if (x->evp_set) {
-        acc_engine_evp()->free_key(&x->eks);
-        acc_engine_evp()->free_key(&x->eks2);
-    }
-    x->evp_set = 0;
 }
 
 static void xts_on_free(acc_cipher_ctx *c)
 {
     if (c->key_set)
         c->eng->free_key(&((acc_xts_ctx *)c)->ks2);
-    xts_evp_free((acc_xts_ctx *)c);
 }
 
 /* ======================== Parameters ======================== */
@@ -107,10 +81,8 @@ static int xts_schedule(acc_xts_ctx *x, int dec)
         c->eng->free_key(&c->ks);
         c->eng->free_key(&x->ks2);
     }
-    xts_evp_free(x);
     c->key_set = 0;
     x->ks2_dec = 0;
-    x->dual = strcmp(c->eng->name, "aesni") == 0;
     if (!c->eng->set_key(&c->ks, x->key, half, !dec))
         goto fail;
     if (!c->eng->set_key(&x->ks2, x->key + half, half, 1)) {
@@ -174,31 +146,12 @@ static int xts_dinit(void *vctx, const unsigned char *key, size_t keylen, const 
 
 /* ======================== Data ======================== */
 
-/* The nested default's keys, made at the first unit that goes to it; 0: none (the xmm code
- * then runs every size, slower but right). */
-static int xts_evp_ready(acc_xts_ctx *x)
-{
-    size_t half = x->base.keylen / 2;
-    const acc_engine *evp = acc_engine_evp();
-
-    if (!x->evp_set && evp->set_key(&x->eks, x->key, half, 1)) {
-        if (evp->set_key(&x->eks2, x->key + half, half, 1))
-            x->evp_set = 1;
-        else
-            evp->free_key(&x->eks);
-    }
-    return x->evp_set;
-}
-
-/* One unit or split piece on the faster engine for its size (acc_xts_unit_fn); the nested keys
- * are made before any piece runs, so pool threads only read the context. */
+/* One unit or split piece on the engine (acc_xts_unit_fn); pool threads only read the context. */
 static int xts_piece(void *arg, const uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t len)
 {
     acc_xts_ctx *x = arg;
     acc_cipher_ctx *c = &x->base;
 
-    if (x->dual && len >= XTS_EVP_FROM && x->evp_set)
-        return acc_engine_evp()->xts(&x->eks, &x->eks2, iv, in, out, len, x->key_dec);
     return c->eng->xts(&c->ks, &x->ks2, iv, in, out, len, x->key_dec);
 }
 
@@ -209,8 +162,6 @@ static int xts_run(acc_xts_ctx *x, const uint8_t *in, uint8_t *out, size_t len)
     acc_cipher_ctx *c = &x->base;
     size_t half = c->keylen / 2;
 
-    if (x->dual && len >= XTS_EVP_FROM)
-        xts_evp_ready(x);
     /* the policy's threshold read first: a short unit does not pay for the call */
     if (len >= c->prov->policy.split_min_xts && acc_policy_split_xts(&c->prov->policy, len)) {
         if (!x->ks2_dec) {
@@ -262,8 +213,8 @@ static int xts_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     /* The common unit, straight to the engine: a short unit is bound by the latency of the tweak
      * encryption and the data rounds, and fewer instructions per call let the next call's tweak
      * start while this call's rounds still run (openssl speed re-encrypts one buffer in place). */
-    if (c->key_set & c->iv_set & !x->dual && inl >= ACC_AES_BLOCK && inl < c->prov->policy.split_min_xts
-        && outsize >= inl && in != NULL && out != NULL && inl <= XTS_MAX_BLOCKS * ACC_AES_BLOCK) {
+    if ((c->key_set & c->iv_set) && inl >= ACC_AES_BLOCK && inl < c->prov->policy.split_min_xts && outsize >= inl
+        && in != NULL && out != NULL && inl <= XTS_MAX_BLOCKS * ACC_AES_BLOCK) {
         if (!c->eng->xts(&c->ks, &x->ks2, c->iv, in, out, inl, x->key_dec)) {
             acc_engine_fail(c, inl);
             goto failed;
