@@ -42,7 +42,7 @@ void acc_policy_make(acc_policy *p, const acc_settings *s)
         p->inline_below[op] = min2(p->batch_min[op], min2(p->gpu_min[op], p->split_min[op]));
     }
     /* GCM: one core runs ipsec-mb's stitched GCM at about 11 GB/s, and the split measured 5-18%
-     * slower than that at 1 MiB on the 2-vCPU development machine (WIP-GCM.md, bench/results):
+     * slower than that at 1 MiB on the 2-vCPU development machine (bench/results/gcm-development.md):
      * it splits only where split_min is set, never on auto. */
     p->split_min_gcm = s->split_min_auto ? SIZE_MAX : split;
     p->split_min_xts = split;
