@@ -13,6 +13,7 @@
 
 /* GCM's limit on one message's data (SP 800-38D): 2^39 - 256 bits, as CRYPTO_gcm128_encrypt. */
 #define GCM_MAX_DATA ((UINT64_C(1) << 36) - 32)
+#define GCM_MAX_AAD (UINT64_C(1) << 61) /* bytes: SP 800-38D, and the default's CRYPTO_gcm128_aad */
 
 /* ======================== Kind hooks (the core does the rest) ======================== */
 
@@ -140,13 +141,14 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
 {
     if (g->started)
         return 0;   /* AAD after data: the default's CRYPTO_gcm128_aad refuses it too */
+    if (len > GCM_MAX_AAD - g->aadlen)
+        return 0; /* past GCM's AAD limit (the default's CRYPTO_gcm128_aad refuses it too) */
     if (len > g->aadcap - g->aadlen) {
         size_t cap = g->aadcap < 64 ? 64 : g->aadcap;
         uint8_t *n;
 
         while (cap - g->aadlen < len)
-            if ((cap *= 2) < g->aadcap)
-                return 0;   /* overflow */
+            cap *= 2; /* no overflow: aadlen + len <= 2^61 */
         /* not OPENSSL_realloc: the old AAD is cleansed, not left in freed memory */
         if ((n = OPENSSL_malloc(cap)) == NULL)
             return 0;
