@@ -163,6 +163,22 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
     return 1;
 }
 
+/* The engine failed in the middle of a message, whose state is then lost: the output is wiped, the
+ * message ended (further data and final fail, as after a final; a new IV starts a new one), no tag
+ * is left to get, and accelaes's engine failure is raised, once. Returns 0. */
+static int engine_failed(acc_gcm_ctx *g, uint8_t *out, size_t len, const char *where)
+{
+    if (out != NULL && len > 0)
+        OPENSSL_cleanse(out, len);
+    g->iv_state = ACC_GCM_IV_FINISHED;
+    g->started = 0;
+    if (g->base.enc)
+        g->taglen = ACC_GCM_UNSET;
+    g->eng_failed = 1;
+    acc_raise(ACC_R_ENGINE_FAILURE, "the %s GCM engine failed in %s", g->geng->name, where);
+    return 0;
+}
+
 static int msg_start(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen)
 {
     if (g->started)
@@ -215,8 +231,10 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
         return 0;
     if (len == 0)
         return 1;
-    if (!msg_start(g, g->aad, g->aadlen) || !data_run(g, in, out, len, &split))
-        return 0;
+    if (!msg_start(g, g->aad, g->aadlen))
+        return engine_failed(g, out, len, "the start of a message");
+    if (!data_run(g, in, out, len, &split))
+        return engine_failed(g, out, len, "a data update");
     g->msglen += len;
     g->base.acct_bytes += len - split;
     g->base.acct_reqs += len > split;
@@ -229,7 +247,7 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
 static int msg_finish(acc_gcm_ctx *g)
 {
     if (!msg_start(g, g->aad, g->aadlen))
-        return 0;
+        return engine_failed(g, NULL, 0, "the start of a message");
     if (g->base.enc) {
         if (!g->geng->finish(&g->st, g->buf, ACC_GCM_TAG_LEN))
             return 0;
@@ -301,7 +319,7 @@ static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const
         return -1;
     *outl = 0;
     if (!g->geng->update(&g->st, in, out, inl))
-        return 0;
+        return engine_failed(g, out, inl, "a data update");
     g->msglen += inl;
     g->base.acct_bytes += inl;
     g->base.acct_reqs++;
@@ -325,11 +343,13 @@ static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
     }
+    ((acc_gcm_ctx *)vctx)->eng_failed = 0;
     r = gcm_data_fast(vctx, out, outl, in, inl);
     if (r < 0)
         r = gcm_cipher_internal(vctx, out, outl, in, inl) > 0;
     if (!r) {
-        acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "GCM update refused");
+        if (!((acc_gcm_ctx *)vctx)->eng_failed) /* an engine failure has raised its own */
+            acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "GCM update refused");
         return 0;
     }
     return 1;

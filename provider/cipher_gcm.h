@@ -28,6 +28,7 @@ typedef struct acc_gcm_ctx {
     int iv_state;
     int iv_gen;                 /* TLS: a fixed IV part was set, the invocation field counts */
     int started;                /* the engine's message has begun: the AAD is closed */
+    int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
     size_t ivlen;
     size_t msg_ivlen;
     size_t taglen;              /* ACC_GCM_UNSET until set (decrypt) or made (encrypt final) */
