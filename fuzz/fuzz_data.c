@@ -250,7 +250,7 @@ void fz_op_final(fz_run *R)
     fz_slot *s = fz_pick_slot(R);
     unsigned f = fz_u8(&R->r), off = f >> 4;
     size_t outsize = FZ_STREAM(R->mode) ? 0 : 16, outl_d = 0, outl_a = 0, alloc;
-    int null_out = 0, ok_d = 0, ok_a, rand_iv = fz_gcm_random_iv(R, s);
+    int null_out = 0, acc_alone, ok_d = 0, ok_a, rand_iv = fz_gcm_random_iv(R, s);
     uint8_t *od, *oa;
     unsigned long err_a;
 
@@ -267,14 +267,16 @@ void fz_op_final(fz_run *R)
     if (od == NULL || oa == NULL)
         fz_diverge(R, "out of memory");
     ERR_clear_error();
-    if (!null_out) {
-        ok_d = fz_final(&s->c[FZ_DEF], od + off, &outl_d, outsize);
+    /* GCM and XTS write nothing at final: a NULL output goes to both */
+    acc_alone = null_out && !FZ_NEW_MODE(R->mode);
+    if (!acc_alone) {
+        ok_d = fz_final(&s->c[FZ_DEF], null_out ? NULL : od + off, &outl_d, outsize);
         R->def_silent = !ok_d && ERR_peek_error() == 0;
     }
     ERR_clear_error();
     ok_a = fz_final(&s->c[FZ_ACC], null_out ? NULL : oa + off, &outl_a, outsize);
     err_a = ERR_peek_error();
-    if (null_out) {
+    if (acc_alone) {
         if (!(ok_a && outl_a == 0))
             fz_refused(R, s, ok_a, "Final with a NULL output buffer");
         else

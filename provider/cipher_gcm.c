@@ -329,6 +329,17 @@ static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const
     return 1;
 }
 
+/* EVP hands a negative int length down as SIZE_MAX - k (EVP_Cipher: an unsigned int, whose result
+ * is an int): no piece of AAD or data past INT_MAX is taken, as the block modes (cipher_block.c);
+ * the default reads that far (stricter, documented in prov.h). */
+static int len_ok(size_t inl)
+{
+    if (inl <= (size_t)INT_MAX)
+        return 1;
+    acc_raise(ACC_R_LENGTH_TOO_LARGE, "GCM piece of %zu bytes", inl);
+    return 0;
+}
+
 static OSSL_FUNC_cipher_update_fn gcm_update;
 static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
                       size_t inl)
@@ -339,6 +350,8 @@ static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         *outl = 0;
         return 1;
     }
+    if (!len_ok(inl))
+        return 0;
     if (outsize < inl) {
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
@@ -370,6 +383,8 @@ static OSSL_FUNC_cipher_cipher_fn gcm_oneshot_cipher;
 static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
                               size_t inl)
 {
+    if (!len_ok(inl))
+        return 0;
     if (outsize < inl) {
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
