@@ -30,12 +30,15 @@ FAKE = BUILD / "accelaes-fakegpu.so"
 # functions directly (no provider, no cipher_gcm.c) reproduces it (1 error, decryption's final), with
 # every input it passes defined (VALGRIND_CHECK_MEM_IS_DEFINED on key, IV, AAD, data, tag) and its
 # ciphertext and encryption tag defined; --track-origins names no origin, and
-# --expensive-definedness-checks=yes keeps it. So neither "OpenSSL/valgrind alone" nor "an undefined
-# input from accelaes" is shown: the cause is still open (next: diff the nested context's bytes
-# against the plain program's before final).
+# --expensive-definedness-checks=yes keeps it. It depends on how gcm_evp.c is compiled: built -O0 it
+# is gone; -O2 with evp_finish alone at O0 it is gone; -O2 with one fprintf added in evp_finish's
+# decryption path it is gone; zeroing its `none` / `outl` or building the tag OSSL_PARAM field by
+# field keeps it. No input accelaes passes is undefined, and a change of code layout with the same
+# calls makes it vanish: this points at memcheck or libcrypto's asm rather than at accelaes, but it is
+# not proved, so the xfail stays with this record.
 ENGINES = ["aesni", "evp", pytest.param("evp-gcm", marks=pytest.mark.xfail(
     strict=True, reason="memcheck: uninitialised values in the nested default GCM's final "
-    "(not reproduced by the default alone; reproduced by gcm_evp.c's engine alone; cause open)")), "fakegpu"]
+    "(not with the default alone nor with gcm_evp.c at -O0; every input defined; cause open)")), "fakegpu"]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
