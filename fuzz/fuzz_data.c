@@ -147,6 +147,8 @@ void fz_op_data(fz_run *R, int is_cipher)
         acc_only = "a NULL output buffer";
     else if (null_in && inl > 0 && R->mode != FZ_GCM) /* GCM: a NULL input is final, for both */
         acc_only = "a NULL input with a length";
+    else if (R->mode == FZ_XTS && !s->have_key)
+        acc_only = "XTS data with no key (the default's copy of a keyless context calls a NULL block function)";
     else if (is_cipher && !FZ_STREAM(R->mode) && inl % 16 != 0)
         acc_only = "EVP_Cipher on a partial block (documented: the default drops the tail)";
     else if (!is_cipher && s->tls != 0 && R->mode == FZ_ECB)
@@ -199,7 +201,9 @@ void fz_op_data(fz_run *R, int is_cipher)
     }
     if (acc_only != NULL) {
         /* a NULL output is fine where nothing is due; anything else must be refused */
-        if (!(ok_a && null_out && claim == inl && outl_a == 0))
+        if (!ok_a && is_cipher && R->mode == FZ_XTS)
+            fz_resync(R, s); /* XTS's EVP_Cipher refuses without an error, as the default's */
+        else if (!(ok_a && null_out && claim == inl && outl_a == 0))
             fz_refused(R, s, ok_a, acc_only);
         else
             fz_resync(R, s);
@@ -338,7 +342,8 @@ void fz_op_async(fz_run *R)
         size_t inl = 768 + 16 * (fz_u8(&R->r) % 64) + ((f >> i) & 1 ? fz_u8(&R->r) % 16 : 0);
 
         memset(&a[i], 0, sizeof(a[i]));
-        done[i] = s->tls != 0 || fz_gcm_random_iv(R, s); /* records have rules of their own */
+        /* records have rules of their own; keyless XTS: see fz_op_data */
+        done[i] = s->tls != 0 || fz_gcm_random_iv(R, s) || (R->mode == FZ_XTS && !s->have_key);
         if (R->total + inl > MAX_TOTAL)
             done[i] = 1;
         in[i] = od[i] = NULL;

@@ -121,7 +121,12 @@ void fz_resync(fz_run *R, fz_slot *s)
         fz_ctx *c = &s->c[side];
         int ok;
 
-        if (R->mode != FZ_GCM) {
+        if (R->mode == FZ_XTS && s->enc && s->have_key && memcmp(s->key, s->key + R->keylen / 2, R->keylen / 2) == 0) {
+            /* duplicate halves are refused on encryption: the key came in for decryption, and the
+             * direction changed after it with no key (as the contexts were built) */
+            ok = fz_init(c, 1, s->key, R->keylen, NULL, 16, 0, NULL)
+                && fz_init(c, 0, NULL, R->keylen, s->have_iv ? s->iv : NULL, 16, 1, NULL);
+        } else if (R->mode != FZ_GCM) {
             ok = fz_init(c, 1, s->have_key ? s->key : NULL, R->keylen, s->have_iv ? s->iv : NULL, 16, s->enc, NULL);
         } else {
             /* GCM: the IV length before the IV (init reads the IV with the context's length) */
