@@ -142,7 +142,7 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
     if (g->started)
         return 0;   /* AAD after data: the default's CRYPTO_gcm128_aad refuses it too */
     if (len == 0)
-        return 1;   /* no memcpy to a buffer not yet made (UB even for 0 bytes) */
+        return 1; /* no memcpy to a buffer not yet made (UB even for 0 bytes) */
     if (len > GCM_MAX_AAD - g->aadlen)
         return 0; /* past GCM's AAD limit (the default's CRYPTO_gcm128_aad refuses it too) */
     if (len > g->aadcap - g->aadlen) {
