@@ -25,7 +25,7 @@ static size_t pick_size(fz_reader *r, unsigned cls)
     }
 }
 
-static void fill(fz_run *R, uint8_t *dst, size_t n, unsigned src, unsigned seed)
+void fz_fill(fz_run *R, uint8_t *dst, size_t n, unsigned src, unsigned seed)
 {
     uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
 
@@ -103,8 +103,8 @@ void fz_op_data(fz_run *R, int is_cipher)
 {
     fz_slot *s = fz_pick_slot(R);
     unsigned f = fz_u8(&R->r), src = (f >> 3) & 3, al = 0, h = 0, seed;
-    int inplace = (f >> 5) & 1, null_out = 0, null_in = 0, ok_d = 0, ok_a;
-    size_t inl = pick_size(&R->r, f), lag = 0, bs = R->mode == FZ_CTR ? 0 : 16, outsize, outl_d = 0, outl_a = 0;
+    int inplace = (f >> 5) & 1, null_out = 0, null_in = 0, ok_d = 0, ok_a, rand_iv = fz_gcm_random_iv(R, s);
+    size_t inl = pick_size(&R->r, f), lag = 0, bs = FZ_STREAM(R->mode) ? 0 : 16, outsize, outl_d = 0, outl_a = 0;
     size_t claim;                /* the length the provider is told */
     const char *acc_only = NULL;
     uint8_t *data;
@@ -143,11 +143,13 @@ void fz_op_data(fz_run *R, int is_cipher)
         lag = s->buffered;
     if (claim != inl)
         acc_only = "a length far beyond the buffers";
-    else if (null_out)
+    else if (null_out && R->mode != FZ_GCM) /* GCM: a NULL output is AAD, for both */
         acc_only = "a NULL output buffer";
-    else if (null_in && inl > 0)
+    else if (null_in && inl > 0 && R->mode != FZ_GCM) /* GCM: a NULL input is final, for both */
         acc_only = "a NULL input with a length";
-    else if (is_cipher && R->mode != FZ_CTR && inl % 16 != 0)
+    else if (R->mode == FZ_XTS && !s->have_key)
+        acc_only = "XTS data with no key (the default's copy of a keyless context calls a NULL block function)";
+    else if (is_cipher && !FZ_STREAM(R->mode) && inl % 16 != 0)
         acc_only = "EVP_Cipher on a partial block (documented: the default drops the tail)";
     else if (!is_cipher && s->tls != 0 && R->mode == FZ_ECB)
         acc_only = "a TLS record on ECB (documented: accelaes handles records only for CBC)";
@@ -155,6 +157,12 @@ void fz_op_data(fz_run *R, int is_cipher)
              && s->tls != 0x0301)
         acc_only = "an empty TLS 1.1+ record (the default strips the explicit IV and reads before the buffer)";
 
+    if (acc_only == NULL && is_cipher && R->mode == FZ_GCM && inl == 0 && !null_out && !null_in) {
+        /* documented: the default's EVP_Cipher of 0 data bytes closes the AAD's GHASH block (later
+         * AAD is hashed after zero padding); accelaes changes nothing. Not generated. */
+        fz_trace(R, "pair %d: GCM EVP_Cipher of 0 data bytes: skipped", (int)(s - R->s));
+        return;
+    }
     fz_trace(R, "pair %d: %zu bytes (told %zu), source %u, %s, lag %zu, offsets %u/%u, outsize %zu, "
              "%s, tls 0x%x mac %zu%s%s%s", (int)(s - R->s), inl, claim, src, inplace ? "in place" : "out of place",
              lag, al & 15, al >> 4, outsize, s->enc ? "enc" : "dec", s->tls, s->tlsms, null_out ? ", NULL out" : "",
@@ -162,7 +170,7 @@ void fz_op_data(fz_run *R, int is_cipher)
     data = malloc(inl + 1);
     if (data == NULL)
         fz_diverge(R, "out of memory");
-    fill(R, data, inl, src, seed);
+    fz_fill(R, data, inl, src, seed);
     {
         size_t outalloc = outsize < inl + 16 ? outsize : inl + 16;
         bufs_make(R, &bd, data, inl, inplace, lag, al & 15, al >> 4, outalloc);
@@ -173,8 +181,10 @@ void fz_op_data(fz_run *R, int is_cipher)
         const uint8_t *in_d = null_in ? NULL : bd.in, *in_a = null_in ? NULL : ba.in;
 
         ERR_clear_error();
-        if (acc_only == NULL)
+        if (acc_only == NULL) {
             ok_d = (is_cipher ? fz_cipher : fz_update)(&s->c[FZ_DEF], out_d, &outl_d, outsize, in_d, claim);
+            R->def_silent = !ok_d && ERR_peek_error() == 0;
+        }
         ERR_clear_error();
         ok_a = (is_cipher ? fz_cipher : fz_update)(&s->c[FZ_ACC], out_a, &outl_a, outsize, in_a, claim);
         err_a = ERR_peek_error();
@@ -191,12 +201,22 @@ void fz_op_data(fz_run *R, int is_cipher)
     }
     if (acc_only != NULL) {
         /* a NULL output is fine where nothing is due; anything else must be refused */
-        if (!(ok_a && null_out && claim == inl && outl_a == 0))
+        if (!ok_a && is_cipher && R->mode == FZ_XTS)
+            fz_resync(R, s); /* XTS's EVP_Cipher refuses without an error, as the default's */
+        else if (!(ok_a && null_out && claim == inl && outl_a == 0))
             fz_refused(R, s, ok_a, acc_only);
         else
             fz_resync(R, s);
+    } else if (rand_iv) {
+        /* GCM encryption without an IV: each side drew a random one; verdicts and lengths only */
+        fz_trace(R, "GCM with a random IV: verdicts and lengths compared, then the pair rebuilt");
+        if (fz_verdicts(R, s, ok_d, ok_a, err_a)) {
+            if (outl_d != outl_a)
+                fz_diverge(R, "%zu bytes in (random IV): default wrote %zu, accelaes %zu", inl, outl_d, outl_a);
+            fz_resync(R, s);
+        }
     } else if (fz_verdicts(R, s, ok_d, ok_a, err_a)) {
-        if (fz_selftest && outl_a > 0)
+        if (fz_selftest && outl_a > 0 && !null_out)
             ba.out[0] ^= 1;      /* a planted difference: proves that comparisons can fail */
         if (outl_d != outl_a)
             fz_diverge(R, "%zu bytes in: default wrote %zu, accelaes %zu", inl, outl_d, outl_a);
@@ -219,7 +239,9 @@ void fz_op_data(fz_run *R, int is_cipher)
             if (inl >= skip)
                 fz_check_tls_mac(R, s, bd.out + skip, inl - skip);
         }
-        fz_keep_last(R, bd.out, outl_d);
+        if (!null_out)
+            fz_keep_last(R, bd.out, outl_d);
+        fz_gcm_advance(R, s, null_in && (inl > 0 || is_cipher) ? SIZE_MAX : is_cipher ? 1 : inl);
         fz_check_state(R, s);
     }
     bufs_free(&bd, inplace, al & 15);
@@ -231,8 +253,8 @@ void fz_op_final(fz_run *R)
 {
     fz_slot *s = fz_pick_slot(R);
     unsigned f = fz_u8(&R->r), off = f >> 4;
-    size_t outsize = R->mode == FZ_CTR ? 0 : 16, outl_d = 0, outl_a = 0, alloc;
-    int null_out = 0, ok_d = 0, ok_a;
+    size_t outsize = FZ_STREAM(R->mode) ? 0 : 16, outl_d = 0, outl_a = 0, alloc;
+    int null_out = 0, acc_alone, ok_d = 0, ok_a, rand_iv = fz_gcm_random_iv(R, s);
     uint8_t *od, *oa;
     unsigned long err_a;
 
@@ -249,24 +271,35 @@ void fz_op_final(fz_run *R)
     if (od == NULL || oa == NULL)
         fz_diverge(R, "out of memory");
     ERR_clear_error();
-    if (!null_out)
-        ok_d = fz_final(&s->c[FZ_DEF], od + off, &outl_d, outsize);
+    /* GCM and XTS write nothing at final: a NULL output goes to both */
+    acc_alone = null_out && !FZ_NEW_MODE(R->mode);
+    if (!acc_alone) {
+        ok_d = fz_final(&s->c[FZ_DEF], null_out ? NULL : od + off, &outl_d, outsize);
+        R->def_silent = !ok_d && ERR_peek_error() == 0;
+    }
     ERR_clear_error();
     ok_a = fz_final(&s->c[FZ_ACC], null_out ? NULL : oa + off, &outl_a, outsize);
     err_a = ERR_peek_error();
-    if (null_out) {
+    if (acc_alone) {
         if (!(ok_a && outl_a == 0))
             fz_refused(R, s, ok_a, "Final with a NULL output buffer");
         else
             fz_resync(R, s);
     } else if (fz_verdicts(R, s, ok_d, ok_a, err_a)) {
+        if (rand_iv) { /* GCM: tags over two random IVs; the pair rebuilt */
+            fz_resync(R, s);
+            goto out;
+        }
         if (outl_d != outl_a || outl_a > alloc || memcmp(od + off, oa + off, outl_a) != 0)
             fz_diverge(R, "Final wrote %zu bytes, accelaes %zu%s", outl_d, outl_a,
                        outl_d == outl_a ? " (different bytes)" : "");
         s->buffered = 0;
-        fz_keep_last(R, od + off, outl_d);
+        if (outl_d > 0 || !FZ_NEW_MODE(R->mode)) /* GCM: the ciphertext stays the last output */
+            fz_keep_last(R, od + off, outl_d);
+        fz_gcm_advance(R, s, SIZE_MAX);
         fz_check_state(R, s);
     }
+out:
     free(od);
     free(oa);
 }
@@ -309,7 +342,8 @@ void fz_op_async(fz_run *R)
         size_t inl = 768 + 16 * (fz_u8(&R->r) % 64) + ((f >> i) & 1 ? fz_u8(&R->r) % 16 : 0);
 
         memset(&a[i], 0, sizeof(a[i]));
-        done[i] = s->tls != 0;   /* records have rules of their own (see fz_op_data) */
+        /* records have rules of their own; keyless XTS: see fz_op_data */
+        done[i] = s->tls != 0 || fz_gcm_random_iv(R, s) || (R->mode == FZ_XTS && !s->have_key);
         if (R->total + inl > MAX_TOTAL)
             done[i] = 1;
         in[i] = od[i] = NULL;
@@ -322,7 +356,7 @@ void fz_op_async(fz_run *R)
         wait[i] = ASYNC_WAIT_CTX_new();
         if (in[i] == NULL || od[i] == NULL || a[i].out == NULL || wait[i] == NULL)
             fz_diverge(R, "out of memory");
-        fill(R, in[i], inl, 0, seed + (unsigned)i);
+        fz_fill(R, in[i], inl, 0, seed + (unsigned)i);
         a[i].c = &s->c[FZ_ACC];
         a[i].in = in[i];
         a[i].inl = inl;
@@ -368,6 +402,7 @@ void fz_op_async(fz_run *R)
                            a[i].outl, outl_d[i], outl_d[i] == a[i].outl ? " (different bytes)" : "");
             if (R->mode != FZ_CTR)
                 s->buffered += a[i].inl - a[i].outl;
+            fz_gcm_advance(R, s, a[i].inl);
             fz_keep_last(R, od[i], outl_d[i]);
             fz_check_state(R, s);
         }

@@ -28,7 +28,9 @@ typedef struct fz_slot {
     fz_ctx c[2];               /* [FZ_DEF], [FZ_ACC] */
     int inited;                /* an init with the cipher has succeeded */
     int have_key, have_iv;
-    uint8_t key[32], iv[16];   /* the key in the contexts, the IV given at init */
+    uint8_t key[64], iv[128];  /* the key in the contexts, the IV given at init (GCM: up to 128) */
+    size_t ivlen;              /* GCM: the IV length in effect, 0 for the default 12 */
+    int gcm;                   /* GCM: the IV state, FZ_IV_* (as the default's iv_state) */
     int enc;                   /* the direction (EVP's ctx->encrypt) */
     size_t buffered;           /* ECB/CBC bytes held back, from the lengths both reported */
     unsigned tls;              /* tls-version in effect, 0 for none */
@@ -46,7 +48,12 @@ typedef struct fz_run {
     fz_slot s[FZ_NSLOTS];
     uint8_t *last;             /* the default provider's last output, fed back as input */
     size_t lastlen;
+    int def_silent;  /* the default failed without an error (GCM/XTS: accelaes may too) */
+    uint8_t tag[16]; /* GCM: the default's last tag got, to be set on a decryption */
 } fz_run;
+
+/* GCM IV states: none (an encryption draws a random IV), given, in use by a message, finished */
+enum { FZ_IV_UNSET, FZ_IV_BUFFERED, FZ_IV_OPEN, FZ_IV_FINISHED };
 
 /* Print what diverged, with the operation, cipher and layer, and abort (libFuzzer's crash). */
 void fz_diverge(const fz_run *R, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
@@ -69,6 +76,19 @@ void fz_op_data(fz_run *R, int is_cipher);    /* Update (0) or EVP_Cipher (1) */
 void fz_op_final(fz_run *R);
 /* One update on every pair, accelaes's inside ASYNC jobs (multi-buffer batching). */
 void fz_op_async(fz_run *R);
+/* Bytes of a data call: 1 the last output, 2 from the input, 3 zeros, else a PRNG from seed. */
+void fz_fill(fz_run *R, uint8_t *dst, size_t n, unsigned src, unsigned seed);
+
+/* ---- fuzz_aead.c ---- */
+/* GCM: set the IV length, AAD (update with out NULL), tag get, tag set. */
+void fz_op_aead(fz_run *R);
+/* The IV length of the slot's contexts (GCM's in effect, else 16). */
+size_t fz_ivlen(const fz_run *R, const fz_slot *s);
+/* A GCM encryption with no IV: each provider draws its own random IV, so only verdicts and lengths
+ * can be compared, and the pair is rebuilt afterwards. */
+int fz_gcm_random_iv(const fz_run *R, const fz_slot *s);
+/* After a successful data call of n bytes (final: n = SIZE_MAX): the model's GCM IV state. */
+void fz_gcm_advance(const fz_run *R, fz_slot *s, size_t n);
 
 /* ---- fuzz_params.c ---- */
 #define FZ_MAXPARAMS 4
@@ -92,7 +112,7 @@ void fz_params_build(fz_reader *r, fz_params *ps);
  * documented to be stricter: accelaes alone gets it and must refuse. */
 int fz_params_acc_only(const fz_run *R, const OSSL_PARAM *p);
 /* Record the TLS settings of a list both providers accepted. */
-void fz_params_apply(fz_slot *s, const OSSL_PARAM *p);
+void fz_params_apply(const fz_run *R, fz_slot *s, const OSSL_PARAM *p);
 int fz_tls_version_known(unsigned v);
 /* Get-params: a random request to both sides, compared. */
 void fz_op_get_params(fz_run *R, fz_slot *s);

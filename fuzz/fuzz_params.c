@@ -105,8 +105,8 @@ int fz_params_acc_only(const fz_run *R, const OSSL_PARAM *params)
     unsigned int u;
     size_t z;
 
-    if (params == NULL)
-        return 0;
+    if (params == NULL || FZ_NEW_MODE(R->mode))
+        return 0; /* GCM and XTS ignore num and the TLS record keys, as the default */
     /* num indexes the 16-byte CTR keystream block: the default reads past it (UB) */
     if (R->mode == FZ_CTR && (p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_NUM)) != NULL
         && OSSL_PARAM_get_uint(p, &u) && u >= 16)
@@ -122,7 +122,7 @@ int fz_params_acc_only(const fz_run *R, const OSSL_PARAM *params)
     return 0;
 }
 
-void fz_params_apply(fz_slot *s, const OSSL_PARAM *params)
+void fz_params_apply(const fz_run *R, fz_slot *s, const OSSL_PARAM *params)
 {
     const OSSL_PARAM *p;
     unsigned int u;
@@ -130,6 +130,13 @@ void fz_params_apply(fz_slot *s, const OSSL_PARAM *params)
 
     if (params == NULL)
         return;
+    /* GCM: a changed IV length drops the IV (the default's iv_state back to uninitialised) */
+    if (R->mode == FZ_GCM && (p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_IVLEN)) != NULL
+        && OSSL_PARAM_get_size_t(p, &z) && z != fz_ivlen(R, s)) {
+        s->ivlen = z;
+        s->have_iv = 0;
+        s->gcm = FZ_IV_UNSET;
+    }
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS_VERSION)) != NULL
         && OSSL_PARAM_get_uint(p, &u))
         s->tls = u;

@@ -21,6 +21,8 @@ static const struct {
     { "AES-128-ECB", FZ_ECB, 16 }, { "AES-192-ECB", FZ_ECB, 24 }, { "AES-256-ECB", FZ_ECB, 32 },
     { "AES-128-CBC", FZ_CBC, 16 }, { "AES-192-CBC", FZ_CBC, 24 }, { "AES-256-CBC", FZ_CBC, 32 },
     { "AES-128-CTR", FZ_CTR, 16 }, { "AES-192-CTR", FZ_CTR, 24 }, { "AES-256-CTR", FZ_CTR, 32 },
+    { "AES-128-GCM", FZ_GCM, 16 }, { "AES-192-GCM", FZ_GCM, 24 }, { "AES-256-GCM", FZ_GCM, 32 },
+    { "AES-128-XTS", FZ_XTS, 32 }, { "AES-256-XTS", FZ_XTS, 64 },
 };
 
 /* Settings of each accelaes instance (ACCELAES_* environment at its OSSL_provider_init). */

@@ -9,12 +9,15 @@
 #include <openssl/evp.h>
 
 enum { FZ_DEF = 0, FZ_ACC = 1 };
-#define FZ_NCIPHERS 9
+#define FZ_NCIPHERS 14 /* ECB, CBC, CTR x 3 (0-8), GCM x 3 (9-11), XTS 128/256 (12-13) */
 /* accelaes instances, each in its own library context with its own settings:
  * 0 as shipped, 1 split over the worker pool from 16 KiB, 2 a GPU backend (the fake CPU plugin). */
 #define FZ_NINST 3
 
-enum { FZ_ECB = 1, FZ_CBC = 2, FZ_CTR = 5 };   /* = EVP_CIPH_*_MODE */
+enum { FZ_ECB = 1, FZ_CBC = 2, FZ_CTR = 5, FZ_GCM = 6, FZ_XTS = 0x10001 }; /* = EVP_CIPH_*_MODE */
+/* GCM and XTS: no bytes held back, block size 1 (EVP passes the input length as the output size) */
+#define FZ_NEW_MODE(m) ((m) == FZ_GCM || (m) == FZ_XTS)
+#define FZ_STREAM(m) ((m) == FZ_CTR || FZ_NEW_MODE(m))
 
 /* One cipher of one provider: the EVP object and the raw dispatch functions. */
 typedef struct fz_impl {

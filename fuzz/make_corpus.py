@@ -12,9 +12,12 @@ import sys
 from pathlib import Path
 
 CIPHERS = ["aes128ecb", "aes192ecb", "aes256ecb", "aes128cbc", "aes192cbc", "aes256cbc",
-           "aes128ctr", "aes192ctr", "aes256ctr"]
-KEYLEN = [16, 24, 32] * 3
+           "aes128ctr", "aes192ctr", "aes256ctr", "aes128gcm", "aes192gcm", "aes256gcm", "aes128xts", "aes256xts"]
+KEYLEN = [16, 24, 32] * 4 + [32, 64]
+GCM, XTS = (9, 10, 11), (12, 13)
 OP_INIT, OP_UPDATE, OP_FINAL, OP_CIPHER, OP_COPY, OP_SET, OP_GET, OP_RESET, OP_ASYNC = 0, 1, 3, 4, 5, 6, 7, 8, 10
+OP_AEAD = 9          # GCM only (fuzz_aead.c); on the other ciphers a second init
+XKEY = bytes(range(1, 65))   # XTS: distinct key halves (b"K" repeated would be refused on encryption)
 # set-params keys and types (fuzz_params.c: set_keys, fz_params_build)
 PADDING, NUM, KEYLEN_P, IVLEN, TLS_VERSION, TLS_MAC_SIZE, USE_BITS, UNKNOWN = range(8)
 T_U32, T_U64, T_I32, T_I64, T_OCTET, T_UTF8, T_REAL, T_ODD = range(8)
@@ -23,7 +26,8 @@ NOTABLE = [0x0300, 0x0301, 0x0302, 0x0303, 0xFEFF, 0xFEFD, 0x0100, 0x0304, 0x020
 
 
 def header(cipher, raw=0, inst=0):
-    return bytes([raw | (inst << 1), cipher])
+    """the cipher byte: the nine as 0-8, GCM and XTS as 0x80 + 0..4 (fuzz_diff.c)"""
+    return bytes([raw | (inst << 1), cipher if cipher < 9 else 0x80 + cipher - 9])
 
 
 def value(v):
@@ -156,6 +160,35 @@ class Prog:
         self.b += bytes([OP_RESET, slot])
         return self
 
+    # GCM (fuzz_aead.c: f & 3 picks the operation)
+    def ivlen(self, slot, n):
+        """n in 1..128"""
+        self.b += bytes([OP_AEAD, slot, 0, n - 1])
+        return self
+
+    def aad(self, slot, size, seed=1, src="prng", raw_bytes=b""):
+        srcs = {"prng": 0, "last": 1, "input": 2, "zero": 3}
+        big = size >= 80
+        self.b += bytes([OP_AEAD, slot, 1 | big << 4 | srcs[src] << 5])
+        self.b += struct.pack("<H", size) if big else bytes([size])
+        self.b += struct.pack("<H", seed) + (raw_bytes if src == "input" else b"")
+        return self
+
+    def tag_get(self, slot, n=16):
+        self.b += bytes([OP_AEAD, slot, 2, n])
+        return self
+
+    def tag_set(self, slot, n=16, src="got", flip=None, raw_bytes=b""):
+        """src: 'got' (the default's last tag got), 'flip' (it with bit flip[1] of byte flip[0]),
+        'input' (raw_bytes), 'zero'"""
+        f = 3 | {"got": 0, "flip": 1, "input": 2, "zero": 3}[src] << 4 | ((flip[1] if flip else 0) << 6)
+        self.b += bytes([OP_AEAD, slot, f, n])
+        if src == "flip":
+            self.b += bytes([flip[0]])
+        elif src == "input":
+            self.b += raw_bytes[:n].ljust(n, b"\0")
+        return self
+
 
 def seeds():
     out = {}
@@ -233,6 +266,67 @@ def seeds():
     for c, inst in ((6, 1), (4, 1), (2, 1), (8, 2), (5, 2), (3, 2)):
         p = Prog(c, inst=inst).init(enc=0 if c in (4, 5) else 1).update(size=70000, align=(1, 7))
         p.update(size=65536 + 16 * 200, inplace=1).update(size=16 * 4375, align=(0, 9)).final()
+        out[f"evp-{CIPHERS[c]}-inst{inst}-large"] = p
+    out.update(gcm_xts_seeds())
+    return out
+
+
+def gcm_xts_seeds():
+    out = {}
+    # GCM: AAD in pieces, data in pieces, final, tag; then the decryption of it with the tag (passes)
+    for c in GCM:
+        p = Prog(c).init().aad(0, 20, seed=3).aad(0, 45, seed=4).aad(0, 0).update(size=3000).final().tag_get(0)
+        p.init(enc=0, key="same", iv="same", with_cipher=0).aad(0, 20, seed=3).aad(0, 45, seed=4)
+        p.update(size="last", src="last").tag_set(0).final().get(0, (0, 0 | 16 << 3), (1, 0 | 12 << 3))
+        out[f"evp-{CIPHERS[c]}-stream"] = p
+    # a flipped tag, a short tag, no tag, a tag on encryption, tag get before final and of odd sizes
+    p = Prog(9).init().aad(0, 7).update(size=33).tag_get(0).final().tag_get(0, 0).tag_get(0, 17).tag_get(0, 4)
+    p.tag_get(0).tag_set(0).init(enc=0, key="same", iv="same", with_cipher=0).aad(0, 7)
+    p.update(size="last", src="last").copy(0, 1).copy(0, 2).tag_set(0, src="flip", flip=(5, 3)).final(slot=0)
+    p.tag_set(1, n=12).final(slot=1).final(slot=2).tag_set(2, n=17).update(slot=2, size=5)
+    out["evp-aes128gcm-tags"] = p
+    # IV lengths: 1, 60, 128 set before the IV; a change after the IV drops it; the dispatch layer's
+    # lengths; an encryption with no IV (a random one: lengths only)
+    p = Prog(10).init(iv=None).ivlen(0, 60).init(with_cipher=0, key=None).aad(0, 90).update(size=70).final().tag_get(0)
+    p.ivlen(0, 1).init(with_cipher=0, key=None).update(size=17).final().tag_get(0, 8).ivlen(0, 128)
+    p.init(with_cipher=0, key=None).update(size=16).ivlen(0, 13).update(size=5).final().tag_get(0)
+    p.init(iv=None).aad(0, 3).update(size=40).final().tag_get(0)
+    out["evp-aes192gcm-ivlen"] = p
+    p = Prog(9, raw=1).init(lens=(None, 12)).aad(0, 11).update(size=21, hostile=(1, b"\x05\x00"))
+    p.init(lens=(None, 0)).init(lens=(17, None)).init(lens=(None, 32)).update(size=40, hostile=(2,))
+    p.update(size=9, hostile=(3,)).update(size=3, hostile=(4,)).cipher_call(size=30).final(outsize="max").tag_get(0)
+    out["raw-aes128gcm-lengths"] = p
+    # a key given again while the message is open (documented difference: the IV is given again);
+    # EVP_Cipher as AAD and data; a copy mid-message; ASYNC updates
+    p = Prog(11).init().aad(0, 10).update(size=30).init(with_cipher=0, key=b"Q", iv=None).update(size=20)
+    p.final().tag_get(0).cipher_call(size=48).init(with_cipher=0, key=None, iv="same").cipher_call(size=64)
+    p.update(size=31).copy(0, 1).update(slot=1, size=9).final(slot=1).tag_get(1).update(slot=0, size=9).final()
+    p.tag_get(0).init(slot=1).init(slot=2, key=b"L").async_updates((4, 9, 1), partial=(1, 1, 0)).final(slot=2)
+    out["evp-aes256gcm-rekey-copy"] = p
+    # AAD only (GMAC): no data, so only the tag can show a difference (the self-test's tag flip)
+    p = Prog(11).init().aad(0, 50).aad(0, 200, src="zero").final().tag_get(0).tag_get(0, 12)
+    p.init(enc=0, key="same", iv="same", with_cipher=0).aad(0, 50).aad(0, 200, src="zero").tag_set(0).final()
+    out["evp-aes256gcm-gmac-tag"] = p
+    for c, inst in ((9, 1), (11, 2)):
+        p = Prog(c, inst=inst).init().aad(0, 300).update(size=70000, align=(1, 7))
+        p.update(size=65536 + 16 * 200 + 5, inplace=1).final().tag_get(0)
+        out[f"evp-{CIPHERS[c]}-inst{inst}-large"] = p
+    # XTS: one update is one data unit (stealing for a partial block, < 16 bytes refused by both)
+    for c in XTS:
+        p = Prog(c).init(key=XKEY).update(size=100).update(size=37, inplace=1).update(size=5000).update(size=15)
+        p.final().init(enc=0, key="same", iv="same", with_cipher=0).update(size="last", src="last").final()
+        out[f"evp-{CIPHERS[c]}-stream"] = p
+    # duplicate key halves (refused on encryption, taken on decryption), EVP_Cipher, direction changes
+    p = Prog(12).init(key=b"\x11").update(size=32).init(enc=0, key=b"\x11").update(size=32).final()
+    p.init(key=XKEY).cipher_call(size=17).cipher_call(size=15).cipher_call(size=4096, inplace=1, align=(3, 3))
+    p.init(enc="flip", key=None, iv=None, with_cipher=0).update(size=64).copy(0, 1).update(slot=1, size=64)
+    out["evp-aes128xts-keys"] = p
+    p = Prog(13, raw=1).init(key=XKEY, lens=(32, None)).init(key=XKEY, lens=(None, 12)).init(key=XKEY)
+    p.update(size=33, hostile=(0,)).update(size=40, hostile=(1, b"\x05\x00"), seed=3).update(size=20, hostile=(3,))
+    p.update(size=16).final(outsize=3).get(0, (3, 4), (0, 0 | 16 << 3))
+    out["raw-aes256xts-lengths"] = p
+    for c, inst in ((12, 1), (13, 2)):
+        p = Prog(c, inst=inst).init(key=XKEY).update(size=70000, align=(1, 7)).update(size=65536 + 16 * 200 + 5, inplace=1)
         out[f"evp-{CIPHERS[c]}-inst{inst}-large"] = p
     return out
 

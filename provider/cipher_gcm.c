@@ -13,6 +13,7 @@
 
 /* GCM's limit on one message's data (SP 800-38D): 2^39 - 256 bits, as CRYPTO_gcm128_encrypt. */
 #define GCM_MAX_DATA ((UINT64_C(1) << 36) - 32)
+#define GCM_MAX_AAD (UINT64_C(1) << 61) /* bytes: SP 800-38D, and the default's CRYPTO_gcm128_aad */
 
 /* ======================== Kind hooks (the core does the rest) ======================== */
 
@@ -148,13 +149,16 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
 {
     if (g->started)
         return 0;   /* AAD after data: the default's CRYPTO_gcm128_aad refuses it too */
+    if (len == 0)
+        return 1; /* no memcpy to a buffer not yet made (UB even for 0 bytes) */
+    if (len > GCM_MAX_AAD - g->aadlen)
+        return 0; /* past GCM's AAD limit (the default's CRYPTO_gcm128_aad refuses it too) */
     if (len > g->aadcap - g->aadlen) {
         size_t cap = g->aadcap < 64 ? 64 : g->aadcap;
         uint8_t *n;
 
         while (cap - g->aadlen < len)
-            if ((cap *= 2) < g->aadcap)
-                return 0;   /* overflow */
+            cap *= 2; /* no overflow: aadlen + len <= 2^61 */
         /* not OPENSSL_realloc: the old AAD is cleansed, not left in freed memory */
         if ((n = OPENSSL_malloc(cap)) == NULL)
             return 0;
@@ -167,6 +171,22 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
     memcpy(g->aad + g->aadlen, aad, len);
     g->aadlen += len;
     return 1;
+}
+
+/* The engine failed in the middle of a message, whose state is then lost: the output is wiped, the
+ * message ended (further data and final fail, as after a final; a new IV starts a new one), no tag
+ * is left to get, and accelaes's engine failure is raised, once. Returns 0. */
+static int engine_failed(acc_gcm_ctx *g, uint8_t *out, size_t len, const char *where)
+{
+    if (out != NULL && len > 0)
+        OPENSSL_cleanse(out, len);
+    g->iv_state = ACC_GCM_IV_FINISHED;
+    g->started = 0;
+    if (g->base.enc)
+        g->taglen = ACC_GCM_UNSET;
+    g->eng_failed = 1;
+    acc_raise(ACC_R_ENGINE_FAILURE, "the %s GCM engine failed in %s", g->geng->name, where);
+    return 0;
 }
 
 static int msg_start(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen)
@@ -223,8 +243,10 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
         return 0;
     if (len == 0)
         return 1;
-    if (!msg_start(g, g->aad, g->aadlen) || !data_run(g, in, out, len, &split))
-        return 0;
+    if (!msg_start(g, g->aad, g->aadlen))
+        return engine_failed(g, out, len, "the start of a message");
+    if (!data_run(g, in, out, len, &split))
+        return engine_failed(g, out, len, "a data update");
     g->msglen += len;
     g->base.acct_bytes += len - split;
     g->base.acct_reqs += len > split;
@@ -237,7 +259,7 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
 static int msg_finish(acc_gcm_ctx *g)
 {
     if (!msg_start(g, g->aad, g->aadlen))
-        return 0;
+        return engine_failed(g, NULL, 0, "the start of a message");
     if (g->base.enc) {
         if (!g->geng->finish(&g->st, g->buf, ACC_GCM_TAG_LEN))
             return 0;
@@ -309,7 +331,7 @@ static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const
         return -1;
     *outl = 0;
     if (!g->geng->update(&g->st, in, out, inl))
-        return 0;
+        return engine_failed(g, out, inl, "a data update");
     g->msglen += inl;
     g->base.acct_bytes += inl;
     g->base.acct_reqs++;
@@ -317,6 +339,17 @@ static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const
         acc_cipher_publish(&g->base);
     *outl = inl;
     return 1;
+}
+
+/* EVP hands a negative int length down as SIZE_MAX - k (EVP_Cipher: an unsigned int, whose result
+ * is an int): no piece of AAD or data past INT_MAX is taken, as the block modes (cipher_block.c);
+ * the default reads that far (stricter, documented in prov.h). */
+static int len_ok(size_t inl)
+{
+    if (inl <= (size_t)INT_MAX)
+        return 1;
+    acc_raise(ACC_R_LENGTH_TOO_LARGE, "GCM piece of %zu bytes", inl);
+    return 0;
 }
 
 static OSSL_FUNC_cipher_update_fn gcm_update;
@@ -329,15 +362,19 @@ static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         *outl = 0;
         return 1;
     }
+    if (!len_ok(inl))
+        return 0;
     if (outsize < inl) {
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;
     }
+    ((acc_gcm_ctx *)vctx)->eng_failed = 0;
     r = gcm_data_fast(vctx, out, outl, in, inl);
     if (r < 0)
         r = gcm_cipher_internal(vctx, out, outl, in, inl) > 0;
     if (!r) {
-        acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "GCM update refused");
+        if (!((acc_gcm_ctx *)vctx)->eng_failed) /* an engine failure has raised its own */
+            acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "GCM update refused");
         return 0;
     }
     return 1;
@@ -358,6 +395,8 @@ static OSSL_FUNC_cipher_cipher_fn gcm_oneshot_cipher;
 static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
                               size_t inl)
 {
+    if (!len_ok(inl))
+        return 0;
     if (outsize < inl) {
         acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
         return 0;

@@ -30,6 +30,7 @@ typedef struct acc_gcm_ctx {
     int started;                /* the engine's message has begun: the AAD is closed */
     int zero_restart;           /* a key came while a message was open: it goes on from the
                                    default's wiped state (the engine's restart_zero) */
+    int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
     size_t ivlen;
     size_t msg_ivlen;
     size_t taglen;              /* ACC_GCM_UNSET until set (decrypt) or made (encrypt final) */

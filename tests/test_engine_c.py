@@ -9,7 +9,11 @@ build/tests/test_engine_fail: failures inside the nested-EVP engine (the engine 
 AES-NI), injected by EVP_CipherUpdate / EVP_CipherInit_ex2 defined in the test binary itself (no hook
 in the module): every block function returns 0 with its output wiped and its IV untouched, and every
 EVP call through the provider (update, final, EVP_Cipher, TLS records, split pieces failing on a pool
-thread) then fails with accelaes's ACC_R_ENGINE_FAILURE, raised once."""
+thread) then fails with accelaes's ACC_R_ENGINE_FAILURE, raised once.
+
+build/tests/test_engine_fail_aead: the same fault in the nested-EVP GCM engine (gcm_evp.c) and XTS
+(evp_engine.c): the update fails with an error, its output wiped; GCM raises ACC_R_ENGINE_FAILURE once,
+its message ends (final fails, no tag handed out); the next message or unit is right."""
 
 from conftest import run_c_test
 
@@ -25,3 +29,7 @@ def test_engines_shared_key_threads_and_fork(openssl_env, seed):
 def test_nested_evp_engine_failures(openssl_env):
     # the binary sets ACCELAES_FORCE_EVP_ENGINE=1 and its split settings itself
     run_c_test("test_engine_fail", openssl_env, timeout=300)
+
+
+def test_nested_evp_gcm_xts_engine_failures(openssl_env):
+    run_c_test("test_engine_fail_aead", openssl_env, timeout=300)

@@ -66,6 +66,18 @@ def test_replay_detects_a_planted_difference(replay_bin):
         assert "DIVERGENCE" in r.stderr and "output bytes differ" in r.stderr, r.stderr[-2000:]
 
 
+def test_replay_detects_a_planted_tag_difference(replay_bin):
+    """GCM with AAD only (no data bytes to corrupt): the self-test flips accelaes's tag as it is got,
+    and the tag comparison must catch it."""
+    seed = CORPUS / "seed-evp-aes256gcm-gmac-tag"
+    r = subprocess.run([str(replay_bin), str(seed)], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, FUZZ_DIFF_SELFTEST="1"))
+    assert r.returncode != 0, f"{seed.name}: a corrupted tag went unnoticed"
+    assert "DIVERGENCE" in r.stderr and "the tags differ" in r.stderr, r.stderr[-2000:]
+    r = subprocess.run([str(replay_bin), str(seed)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 # ---------------------------------------------------------------- negative lengths through EVP
 
 NEGATIVE_SNIPPET = '''

@@ -125,8 +125,10 @@ static int evp_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t 
     for (size_t off = 0; off < len;) {
         int n = len - off > (1u << 30) ? (1 << 30) : (int)(len - off);
 
-        if (!EVP_CipherUpdate(g->x, out + off, &outl, in + off, n))
+        if (!EVP_CipherUpdate(g->x, out + off, &outl, in + off, n) || outl != n) {
+            OPENSSL_cleanse(out, len); /* nothing of a failed update is handed out */
             return 0;
+        }
         off += (size_t)n;
     }
     return 1;
