@@ -63,6 +63,9 @@ typedef struct acc_gcm_engine {
      *    bare GHASH (no E(K, J0) added). key: the key now set (already given to set_key). */
     int (*restart_zero)(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
                         size_t aadlen);
+    /*  - set_dir: the open message goes on in direction enc (the default's init with only a
+     *    direction: its later updates and its final are those of the new direction). */
+    int (*set_dir)(acc_gcm_state *s, int enc);
 } acc_gcm_engine;
 
 /* accel/cpu/gcm_clmul.c: GCM's arithmetic for the split, on any engine.

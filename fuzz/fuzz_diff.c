@@ -264,18 +264,6 @@ static void op_init(fz_run *R)
     kd = k;
     if (k == NULL && !with_cipher && eff != s->enc && s->have_key && !FZ_NEW_MODE(R->mode))
         kd = s->key;
-    /* GCM, documented: a key given while a message is open restarts it with its IV in accelaes; the
-     * default runs on with its GHASH reset (garbage). Both are given the IV again. */
-    /* GCM, not yet in accelaes: a direction change while a message is open (no IV given) goes on in
-     * the default, whose final then makes a tag in the new direction; accelaes keeps the message's
-     * direction and fails that final. Both are given the IV again, as for a re-key. */
-    if (R->mode == FZ_GCM && !with_cipher && (k != NULL || eff != s->enc) && v == NULL && s->gcm == FZ_IV_OPEN
-        && s->have_iv) {
-        memcpy(iv, s->iv, sizeof(iv));
-        v = iv;
-        ivlen = fz_ivlen(R, s);
-        fz_trace(R, "GCM re-key of an open message: the IV given again to both");
-    }
     ok_d = fz_init(&s->c[FZ_DEF], with_cipher, kd, kd == k ? keylen : R->keylen, v, ivlen, enc, params);
     R->def_silent = !ok_d && ERR_peek_error() == 0;
     ERR_clear_error();

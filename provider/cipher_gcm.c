@@ -81,10 +81,13 @@ static int gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen)
     return 1;
 }
 
+static int engine_failed(acc_gcm_ctx *g, uint8_t *out, size_t len, const char *where);
+
 static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
                     const OSSL_PARAM params[], int enc)
 {
     acc_gcm_ctx *g = vctx;
+    int was = g->base.enc;
 
     g->base.enc = enc;
     if (iv != NULL) {
@@ -114,6 +117,9 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
             g->msglen = 0;
         }
     }
+    /* only a direction, a message open: it goes on in the new direction, as the default's */
+    if (g->started && enc != was && !g->geng->set_dir(&g->st, enc))
+        return engine_failed(g, NULL, 0, "a change of direction");
     return acc_gcm_set_ctx_params(g, params);
 }
 

@@ -101,3 +101,45 @@ def test_rekey_mid_message_fallback_engine(openssl_env, require_provider):
     proc = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and " failed" not in proc.stdout, proc.stdout[-2000:]
+
+
+def switched(cipher, bits, first, data, tag=None, copy=False):
+    """A message begun in direction `first`, then init with only the other direction, more data, final
+    (decrypting: tag set first; encrypting: the tag got after). Returns the transcript."""
+    klen = bits // 8
+    evp.clear_errors()
+    g = Gcm(cipher, K1[:klen], IV, first)
+    out = [g.aad(b"header" * 3), g.data(data[0]), g.ctx.raw_init(None, None, None, 1 - first)]
+    if copy:
+        g = g.copy()
+    out.append(g.data(data[1]))
+    if first == 1:
+        out += [g.set_tag(tag), g.final()]
+    else:
+        out += [g.final(), g.get_tag()]
+    out.append([(e.lib, e.reason) for e in evp.drain_errors()])
+    return out
+
+
+@pytest.mark.parametrize("bits", [128, 256])
+@pytest.mark.parametrize("first", [1, 0], ids=["enc-then-dec", "dec-then-enc"])
+@pytest.mark.parametrize("copy", [False, True], ids=["", "copy"])
+def test_direction_change_mid_message_like_default(pair, bits, first, copy):
+    """The default goes on in the new direction: its updates and its final are the new direction's."""
+    p = pair(f"AES-{bits}-GCM")
+    data = [RNG.randbytes(33), RNG.randbytes(1000)]
+    tag = None
+    if first == 1:
+        # the right tag: encrypting data[0] and then the plaintext the switched message made of
+        # data[1] hashes the same ciphertext
+        probe = switched(p.ref, bits, 1, data, b"\0" * 16)
+        g = Gcm(p.ref, K1[:bits // 8], IV, 1)
+        g.aad(b"header" * 3)
+        g.data(data[0])
+        g.data(probe[3][1])
+        g.final()
+        tag = g.get_tag()[1]
+    mine = switched(p.test, bits, first, data, tag, copy)
+    ref = switched(p.ref, bits, first, data, tag, copy)
+    assert mine == ref, f"accelaes {mine!r} / default {ref!r}"
+    assert ref[-2][0] == 1, f"the default's final failed: {ref!r}"

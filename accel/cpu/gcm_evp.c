@@ -150,18 +150,27 @@ static int evp_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
     return EVP_CIPHER_CTX_set_params(g->x, p) && EVP_DecryptFinal_ex(g->x, none, &outl) > 0;
 }
 
-static const acc_gcm_engine evp_gcm_engine = { "nested EVP (default provider)",
-                                               evp_set_key,
-                                               evp_copy,
-                                               evp_cleanse,
-                                               evp_start,
-                                               evp_update,
-                                               evp_finish,
-                                               NULL,
-                                               NULL,
-                                               NULL,
-                                               NULL, /* no split: the default's GCM state is not ours to continue */
-                                               evp_restart_zero };
+/* The nested default told the new direction as the caller told this context (no key, no IV). */
+static int evp_set_dir(acc_gcm_state *s, int enc)
+{
+    evp_gcm *g = (evp_gcm *)s;
+
+    g->enc = enc;
+    return g->x != NULL && EVP_CipherInit_ex2(g->x, NULL, NULL, NULL, enc, NULL);
+}
+
+/* No split hooks: the default's GCM state is not ours to continue. */
+static const acc_gcm_engine evp_gcm_engine = {
+    .name = "nested EVP (default provider)",
+    .set_key = evp_set_key,
+    .copy = evp_copy,
+    .cleanse = evp_cleanse,
+    .start = evp_start,
+    .update = evp_update,
+    .finish = evp_finish,
+    .restart_zero = evp_restart_zero,
+    .set_dir = evp_set_dir,
+};
 
 const acc_gcm_engine *acc_gcm_engine_evp(void)
 {

@@ -243,9 +243,28 @@ static int imb_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_
     return 1;
 }
 
-static const acc_gcm_engine imb_engine = { "intel-ipsec-mb", imb_set_key,   imb_copy,        imb_cleanse,
-                                           imb_start,        imb_update,    imb_finish,      imb_split_get,
-                                           imb_ghash,        imb_split_put, imb_split_range, imb_restart_zero };
+/* enc and dec update share the context's format; finalize computes the same tag either way. */
+static int imb_set_dir(acc_gcm_state *s, int enc)
+{
+    ((imb_gcm *)s)->enc = enc;
+    return 1;
+}
+
+static const acc_gcm_engine imb_engine = {
+    .name = "intel-ipsec-mb",
+    .set_key = imb_set_key,
+    .copy = imb_copy,
+    .cleanse = imb_cleanse,
+    .start = imb_start,
+    .update = imb_update,
+    .finish = imb_finish,
+    .split_get = imb_split_get,
+    .ghash = imb_ghash,
+    .split_put = imb_split_put,
+    .split_range = imb_split_range,
+    .restart_zero = imb_restart_zero,
+    .set_dir = imb_set_dir,
+};
 
 const acc_gcm_engine *acc_gcm_engine_imb(void)
 {

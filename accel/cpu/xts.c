@@ -116,7 +116,7 @@ TGT_NI INLINE void x_xts8_group(const uint8_t *rk, const int rounds, __m128i *x,
 TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t *in, uint8_t *out, size_t g, __m128i t,
                              int fold, int dec)
 {
-    uint64_t buf[2][16] __attribute__((aligned(16))), *cur = buf[0], *nxt = buf[1], *sw;
+    uint64_t buf[32] __attribute__((aligned(16))), *cur = buf, *nxt = buf + 16, *sw; /* two groups' tweaks */
     __m128i x[8], kl = fold ? XKEY(rk, rounds) : _mm_setzero_si128(), kx = _mm_xor_si128(XKEY(rk, 0), kl);
     __m128i t8 = x_mulxk(t, 8);
     xchain c = { (uint64_t)_mm_cvtsi128_si64(t8), (uint64_t)_mm_extract_epi64(t8, 1), (uint64_t)_mm_cvtsi128_si64(kl),
@@ -143,7 +143,7 @@ TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t 
      * call (16 stores: gcc's memset here was rep stos, ~10 ns on a 256-byte unit) */
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++)
-        _mm_store_si128((__m128i *)(void *)(buf[0] + 2 * j), _mm_setzero_si128());
+        _mm_store_si128((__m128i *)(void *)(buf + 2 * j), _mm_setzero_si128());
     __asm__ volatile("" : : "r"(buf) : "memory");
     return t;
 }
