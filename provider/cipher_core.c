@@ -94,16 +94,23 @@ fail:
 
 /* ======================== Init ======================== */
 
+int acc_cipher_take_iv(acc_cipher_ctx *c, const unsigned char *iv, size_t ivlen)
+{
+    if (ivlen != ACC_AES_BLOCK) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);
+        return 0;
+    }
+    memcpy(c->oiv, iv, ACC_AES_BLOCK);
+    memcpy(c->iv, iv, ACC_AES_BLOCK);
+    c->iv_set = 1;
+    return 1;
+}
+
 static int set_iv(acc_cipher_ctx *c, const unsigned char *iv, size_t ivlen)
 {
     if (iv != NULL && c->mode != ACC_MODE_ECB) {
-        if (ivlen != ACC_AES_BLOCK) {
-            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);
+        if (!acc_cipher_take_iv(c, iv, ivlen))
             return 0;
-        }
-        memcpy(c->oiv, iv, ACC_AES_BLOCK);
-        memcpy(c->iv, iv, ACC_AES_BLOCK);
-        c->iv_set = 1;
     } else if (iv == NULL && c->iv_set && c->mode == ACC_MODE_CBC) {
         /* re-init with the same key and IV starts the stream again */
         memcpy(c->iv, c->oiv, ACC_AES_BLOCK);

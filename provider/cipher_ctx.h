@@ -107,6 +107,8 @@ OSSL_FUNC_cipher_encrypt_init_fn acc_cipher_einit;
 OSSL_FUNC_cipher_decrypt_init_fn acc_cipher_dinit;
 /* Publish the context's inline bytes to the scheduler's counters now. */
 void acc_cipher_publish(acc_cipher_ctx *c);
+/* A 16-byte IV into oiv and iv (INVALID_IV_LENGTH for another length). */
+int acc_cipher_take_iv(acc_cipher_ctx *c, const unsigned char *iv, size_t ivlen);
 
 /* The checks of a data call, each raising the default provider's reason where it has the
  * condition: a key (NO_KEY_SET), then room for produce bytes, sane pointers and an int-sized

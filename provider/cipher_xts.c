@@ -107,15 +107,8 @@ static int xts_init(void *vctx, const unsigned char *key, size_t keylen, const u
     acc_cipher_ctx *c = &x->base;
 
     c->enc = enc;
-    if (iv != NULL) {
-        if (ivlen != ACC_AES_BLOCK) {
-            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 16", ivlen);
-            return 0;
-        }
-        memcpy(c->oiv, iv, ACC_AES_BLOCK);
-        memcpy(c->iv, iv, ACC_AES_BLOCK);
-        c->iv_set = 1;
-    }
+    if (iv != NULL && !acc_cipher_take_iv(c, iv, ivlen))
+        return 0;
     if (key != NULL) {
         if (keylen != c->keylen) {
             acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", keylen, c->keylen);

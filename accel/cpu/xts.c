@@ -3,7 +3,7 @@
  * A unit: T0 = E(k2, IV), block j: C = E(k1, P ^ Tj) ^ Tj with Tj = T0 * x^j in GF(2^128)
  * (x^128 + x^7 + x^2 + x + 1, the tweak read as a little-endian integer); a partial last block
  * steals ciphertext from the block before it. Nothing here branches on data or keys. */
-#include "accel/cpu/aes_x.h"
+#include "accel/cpu/aes_z.h"
 
 /* ------------------------------------------------------------------------------------------
  * xmm
@@ -200,39 +200,6 @@ TGT_VAES INLINE __m512i z_mulxk(__m512i t, __m512i sl)
     return _mm512_xor_si512(_mm512_sllv_epi64(t, sl), o);
 }
 
-/* The round keys, each broadcast to the four lanes. */
-typedef struct {
-    __m512i k[ACC_AES_MAXROUNDS + 1];
-} zsched;
-
-/* Register j of n; the last holds only rem blocks when rem != 0. As vaes.c's zload/zstore: the
- * partial register moves 256/128 bits, not masked: a masked store does not forward to a later
- * load (openssl speed re-reads its buffer at once; 7-block units ran 15-20% slower masked). */
-TGT_VAES INLINE __m512i zld(const uint8_t *p, int j, int n, int rem)
-{
-    p += 64 * j;
-    if (j < n - 1 || rem == 0)
-        return _mm512_loadu_si512(p);
-    if (rem == 1)
-        return _mm512_zextsi128_si512(XLD(p));
-    __m512i v = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p));
-    return rem == 2 ? v : _mm512_inserti32x4(v, XLD(p + 32), 2);
-}
-
-TGT_VAES INLINE void zst(uint8_t *p, int j, int n, int rem, __m512i v)
-{
-    p += 64 * j;
-    if (j < n - 1 || rem == 0) {
-        _mm512_storeu_si512(p, v);
-    } else if (rem == 1) {
-        XST(p, _mm512_castsi512_si128(v));
-    } else {
-        _mm256_storeu_si256((__m256i *)(void *)p, _mm512_castsi512_si256(v));
-        if (rem == 3)
-            XST(p + 32, _mm512_extracti32x4_epi32(v, 2));
-    }
-}
-
 /* n registers (the last holding rem blocks when rem != 0); *t: the first four tweaks, advanced
  * past the group (by `adv` blocks). */
 TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out, int n, int rem, __m512i *t,
@@ -242,7 +209,7 @@ TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uin
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++) {
         tw[j] = j == 0 ? *t : z_mulxk(*t, _mm512_set1_epi64(4 * j));
-        z[j] = _mm512_xor_si512(_mm512_xor_si512(zld(in, j, n, rem), s->k[0]), tw[j]);
+        z[j] = _mm512_xor_si512(_mm512_xor_si512(zload(in, j, n, rem), s->k[0]), tw[j]);
     }
     *t = z_mulxk(*t, _mm512_set1_epi64(adv));
 #pragma GCC unroll 13
@@ -254,7 +221,7 @@ TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uin
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++) {
         __m512i kl = _mm512_xor_si512(s->k[rounds], tw[j]);
-        zst(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], kl) : _mm512_aesenclast_epi128(z[j], kl));
+        zstore(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], kl) : _mm512_aesenclast_epi128(z[j], kl));
     }
 }
 
@@ -267,9 +234,7 @@ TGT_VAES INLINE __m128i z_xts(const uint8_t *rk, int rounds, const uint8_t *in, 
     zsched s;
     __m512i t = z_mulxk(_mm512_broadcast_i32x4(t1), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
 
-#pragma GCC unroll 15
-    for (int r = 0; r <= rounds; r++)
-        s.k[r] = _mm512_broadcast_i32x4(XKEY(rk, r));
+    zs_load(&s, rk, rounds);
     for (; n >= 32; n -= 32, in += 512, out += 512)
         z_xts_n(&s, rounds, in, out, NREG, 0, &t, 32, dec);
 #define G(q) z_xts_n(&s, rounds, in, out, q, (int)(n & 3), &t, (int)n, dec)
