@@ -105,10 +105,7 @@ static inline __attribute__((always_inline)) int run_blocks(acc_cipher_ctx *c, c
     if (len < c->inline_below) {
         if (!acc_ctx_run(c, in, out, len / ACC_AES_BLOCK, c->iv))
             return acc_engine_fail(c, len);
-        c->acct_bytes += len;
-        c->acct_reqs++;
-        if (c->acct_bytes >= ACC_ACCT_FLUSH)
-            acc_cipher_publish(c);
+        acc_cipher_count(c, len, 1);
         return 1;
     }
     return acc_policy_blocks(c, in, out, len);   /* raises its own error */

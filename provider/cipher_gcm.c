@@ -254,10 +254,7 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
     if (!data_run(g, in, out, len, &split))
         return engine_failed(g, out, len, "a data update");
     g->msglen += len;
-    g->base.acct_bytes += len - split;
-    g->base.acct_reqs += len > split;
-    if (g->base.acct_bytes >= ACC_ACCT_FLUSH)
-        acc_cipher_publish(&g->base);
+    acc_cipher_count(&g->base, len - split, len > split);
     return 1;
 }
 
@@ -339,10 +336,7 @@ static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const
     if (!g->geng->update(&g->st, in, out, inl))
         return engine_failed(g, out, inl, "a data update");
     g->msglen += inl;
-    g->base.acct_bytes += inl;
-    g->base.acct_reqs++;
-    if (g->base.acct_bytes >= ACC_ACCT_FLUSH)
-        acc_cipher_publish(&g->base);
+    acc_cipher_count(&g->base, inl, 1);
     *outl = inl;
     return 1;
 }

@@ -170,11 +170,7 @@ static int xts_run(acc_xts_ctx *x, const uint8_t *in, uint8_t *out, size_t len)
     }
     if (!xts_piece(x, c->iv, in, out, len))
         return 0;
-    /* counted in the context, published every ACC_ACCT_FLUSH bytes (the split counts its own) */
-    c->acct_bytes += len;
-    c->acct_reqs++;
-    if (c->acct_bytes >= ACC_ACCT_FLUSH)
-        acc_cipher_publish(c);
+    acc_cipher_count(c, len, 1); /* the split counts its own */
     return 1;
 }
 
@@ -212,10 +208,7 @@ static int xts_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
             acc_engine_fail(c, inl);
             goto failed;
         }
-        c->acct_bytes += inl;
-        c->acct_reqs++;
-        if (c->acct_bytes >= ACC_ACCT_FLUSH)
-            acc_cipher_publish(c);
+        acc_cipher_count(c, inl, 1);
         *outl = inl;
         return 1;
     }
