@@ -5,70 +5,21 @@ IV and tag lengths), a wrong tag failing as the default's, parameters, flags and
 TLS 1.2 record mode. The same differential runs on the nested-EVP fallback engine in a child process
 (ACCELAES_FORCE_EVP_ENGINE=1)."""
 
-import ctypes
 import importlib.resources
 import json
 import os
 import random
 import subprocess
 import sys
-from ctypes import byref, c_int
 
 import pytest
 
 import evp
 from conftest import PROVIDER
+from gcm_driver import Gcm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GCM = [f"AES-{b}-GCM" for b in (128, 192, 256)]
-
-
-# ---------------------------------------------------------------- a GCM driver over evp.C
-
-class Gcm:
-    """One EVP_CIPHER_CTX on a GCM cipher; every call returns what C returned, errors drained."""
-
-    def __init__(self, cipher, key, iv, enc, ivlen=None):
-        self.ctx = evp.CipherCtx()
-        evp.clear_errors()
-        params = evp.Params([("ivlen", "uint", ivlen)]) if ivlen is not None else None
-        ok1 = self.ctx.raw_init(cipher, None, None, enc, params)
-        ok2 = self.ctx.raw_init(None, key, iv, enc)
-        assert ok1 and ok2, evp.drain_errors()
-
-    def aad(self, data):
-        src = evp.Mem(len(data))
-        src.write(data)
-        outl = c_int(-1)
-        ok = evp.C.EVP_CipherUpdate(self.ctx.ptr, None, byref(outl), src.at(), len(data))
-        return ok, outl.value
-
-    def data(self, data, inplace=False):
-        src = evp.Mem(len(data) + 16)
-        src.write(data)
-        dst = src if inplace else evp.Mem(len(data) + 16)
-        outl = c_int(-1)
-        ok = evp.C.EVP_CipherUpdate(self.ctx.ptr, dst.at(), byref(outl), src.at(), len(data))
-        return ok, dst.read(max(outl.value, 0))
-
-    def final(self):
-        dst = evp.Mem(32)
-        outl = c_int(-1)
-        ok = evp.C.EVP_CipherFinal_ex(self.ctx.ptr, dst.at(), byref(outl))
-        return ok, outl.value
-
-    def set_tag(self, tag):
-        ok, _ = self.ctx.set_params([("tag", "octet", tag)])
-        return ok
-
-    def get_tag(self, n=16):
-        ok, p = self.ctx.get_params([("tag", "octet", n)])
-        return ok, p.value(0)
-
-    def copy(self):
-        other = Gcm.__new__(Gcm)
-        other.ctx = self.ctx.copy()
-        return other
 
 
 def splits(rng, n):

@@ -14,7 +14,7 @@ import pytest
 
 import evp
 from conftest import PROVIDER
-from test_gcm import Gcm
+from gcm_driver import Gcm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RNG = random.Random(18)

@@ -20,50 +20,8 @@ pytestmark = pytest.mark.usefixtures("require_provider")
 
 WORKLOAD = '''
 import random
-from ctypes import byref, c_int
 
-class Gcm:
-    """test_gcm.py's driver, restated: importing that file would import conftest, whose import sets
-    this process's ACCELAES_SHM_NAME to the session's segment, not this test's."""
-    def __init__(self, cipher, key, iv, enc, ivlen):
-        self.ctx = evp.CipherCtx()
-        ok1 = self.ctx.raw_init(cipher, None, None, enc, evp.Params([("ivlen", "uint", ivlen)]))
-        ok2 = self.ctx.raw_init(None, key, iv, enc)
-        assert ok1 and ok2, evp.drain_errors()
-
-    def _update(self, dst, src, n):
-        outl = c_int(-1)
-        ok = evp.C.EVP_CipherUpdate(self.ctx.ptr, dst, byref(outl), src, n)
-        return ok, outl.value
-
-    def aad(self, data):
-        src = evp.Mem(len(data))
-        src.write(data)
-        return self._update(None, src.at(), len(data))
-
-    def data(self, data, inplace=False):
-        src = evp.Mem(len(data) + 16)
-        src.write(data)
-        dst = src if inplace else evp.Mem(len(data) + 16)
-        ok, outl = self._update(dst.at(), src.at(), len(data))
-        return ok, dst.read(max(outl, 0))
-
-    def final(self):
-        dst = evp.Mem(32)
-        outl = c_int(-1)
-        return evp.C.EVP_CipherFinal_ex(self.ctx.ptr, dst.at(), byref(outl)), outl.value
-
-    def set_tag(self, tag):
-        return self.ctx.set_params([("tag", "octet", tag)])[0]
-
-    def get_tag(self, n=16):
-        ok, p = self.ctx.get_params([("tag", "octet", n)])
-        return ok, p.value(0)
-
-    def copy(self):
-        other = Gcm.__new__(Gcm)
-        other.ctx = self.ctx.copy()
-        return other
+from gcm_driver import Gcm
 
 rng = random.Random(SEED)
 lc = evp.LibCtx(("default", "accelaes"), modules_dir=MODDIR)
