@@ -265,6 +265,10 @@ class FlipProxy(threading.Thread):
         self.upstream_port, self.nth, self.back = upstream_port, nth, back
         self.flipped = False
 
+    def counts(self, rec):
+        """Whether a record is one of those counted to the nth: application data."""
+        return rec[0] == 23
+
     def run(self):
         self.lsock.settimeout(30)
         try:
@@ -293,7 +297,7 @@ class FlipProxy(threading.Thread):
                     n = 5 + int.from_bytes(buf[3:5], "big")
                     rec = bytearray(buf[:n])
                     buf = buf[n:]
-                    if rec[0] == 23:
+                    if self.counts(rec):
                         seen += 1
                         if seen == self.nth and n - 5 > self.back:
                             rec[n - self.back] ^= 0x01
