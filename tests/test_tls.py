@@ -108,12 +108,21 @@ def site(tmp_path_factory):
         pass
 
 
-def s_client(site, args, path="data.bin", port=None, quiet=True, timeout=60):
+def s_client(site, args, path="data.bin", port=None, quiet=True, timeout=60, env=None):
     cmd = [OPENSSL, "s_client", "-connect", f"127.0.0.1:{port or site['server'].port}",
            *(["-quiet"] if quiet else ["-ign_eof"]), *args]
-    p = subprocess.run(cmd, input=f"GET /{path} HTTP/1.0\r\n\r\n".encode(), env=site["env"],
+    p = subprocess.run(cmd, input=f"GET /{path} HTTP/1.0\r\n\r\n".encode(), env=env or site["env"],
                        capture_output=True, timeout=timeout)
     return p
+
+
+def fetch(site, args, env=None, port=None):
+    """The data file through s_client; returns (body, stderr, bytes accelaes counted meanwhile in
+    the site's segment)."""
+    before = stat_total(site["env"])
+    p = s_client(site, args, port=port, env=env)
+    return p.stdout.partition(b"\r\n\r\n")[2], p.stderr.decode(errors="replace"), \
+        stat_total(site["env"]) - before
 
 
 def http_body(raw):

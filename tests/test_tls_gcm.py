@@ -86,14 +86,7 @@ def site(tmp_path_factory):
         pass
 
 
-def fetch(site, args, env=None, port=None):
-    """The data file through s_client; returns (body, stderr, bytes accelaes counted meanwhile)."""
-    before = tls.stat_total(site["env"])
-    cmd = [tls.OPENSSL, "s_client", "-connect", f"127.0.0.1:{port or site['server'].port}", "-quiet", *args]
-    p = subprocess.run(cmd, input=b"GET /data.bin HTTP/1.0\r\n\r\n", env=env or site["env"],
-                       capture_output=True, timeout=60)
-    return p.stdout.partition(b"\r\n\r\n")[2], p.stderr.decode(errors="replace"), \
-        tls.stat_total(site["env"]) - before
+fetch = tls.fetch  # the data file through s_client: (body, stderr, accelaes bytes meanwhile)
 
 
 @pytest.mark.parametrize("proto,opt,suite", SUITES, ids=IDS)
