@@ -3,7 +3,8 @@
 # tree built elsewhere (`make bench-gpu` here; it builds nothing). Prints the issue's line
 #   accelaes-gpu-summary: ctr=X ecb=Y cbcdec=Z GB/s cpu=W ns/B multi8=A multi1=B
 # prefixed with why it is not a measurement where it is not one (emulation:, not-as-specified:, failed-checks:,
-# incomplete:). Each part writes at most 6 files (the device tool brings back 8 per command).
+# incomplete:). Each part writes at most 6 files (the device tool brings back 8 per command; more parts in one
+# call go back as one issue16-results.tar.gz).
 #
 #   part1  (~4 min on an H100) machine, plugin tests on the real plugin, kernels and copies, gpu_bench for
 #          each ACCELAES_CUDA_DMA mode alternated, gpu_multi CTR 1 and 8 processes; its own summary line
@@ -222,4 +223,8 @@ for part in "$@"; do
     *) echo "gpu_issue16: unknown part '$part' (part1, part2, part3, all; or summary [DIR...] alone)" >&2; exit 2 ;;
     esac
 done
+# The device tool brings back 8 files a command: several parts in one call go back as one archive.
+if [ -n "${OUT:-}" ] && [ "$OUT" != "$DIR" ] && [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -gt 8 ]; then
+    tar -czf "$OUT/issue16-results.tar.gz" -C "$DIR" . && (cd "$OUT" && rm -f part1-* part2-* part3-*)
+fi
 exit $rc
