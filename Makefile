@@ -43,6 +43,10 @@ endif
 ifneq ($(wildcard tests/fake_gpu_plugin.c),)
   TARGETS += $(BUILD)/accelaes-fakegpu.so
 endif
+# build/bench/gpu_bench: the GPU plugin's end-to-end benchmark (bench/gpu_issue16.sh, tests/test_gpu_bench_harness.py).
+ifneq ($(wildcard bench/gpu_bench.c),)
+  TARGETS += $(BUILD)/bench/gpu_bench
+endif
 ifneq ($(wildcard tests/fake_engine.c),)
   TARGETS += $(BUILD)/accelaes-test-engine.so
 endif
@@ -182,6 +186,14 @@ BENCH_BIN := $(BUILD)/bench/seed_files $(BUILD)/bench/reqload
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libaccelaes.a
 	@mkdir -p $(BUILD)/bench
 	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
+
+# `make bench-gpu`: everything bench/gpu_issue16.sh runs on a device machine, which builds nothing: the tree,
+# and the kernel-only benchmark where nvcc is found.
+.PHONY: bench-gpu
+bench-gpu: build-only $(if $(NVCC),$(BUILD)/bench/gpu_kbench)
+$(BUILD)/bench/gpu_kbench: bench/gpu_bench_kernels.cu accel/cuda/kernels.cu $(wildcard accel/cuda/*.h) accel/gpu_plugin.h
+	@mkdir -p $(BUILD)/bench
+	$(NVCC) -O3 -std=c++17 -I. $(NVCC_ARCH) -o $@ bench/gpu_bench_kernels.cu accel/cuda/kernels.cu -lcrypto
 
 bench: all $(BENCH_BIN)
 	@sh tools/install-deps.sh bench

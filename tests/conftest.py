@@ -170,6 +170,25 @@ def cuda_not_built(path):
     return f"{path} is not built: nvcc not found (no CUDA toolkit here)"
 
 
+@pytest.fixture(scope="session")
+def cuda_mock_plugin(tmp_path_factory):
+    """The CUDA plugin's real host code (every accel/cuda/*.cu but kernels.cu) built by g++ against the CPU
+    emulation of the CUDA runtime and kernels (tests/cuda_mock/): a .so that stands in for build/accelaes-cuda.so
+    where no GPU is (tests/test_cuda_host_pipeline.py, tests/test_gpu_bench_harness.py). Built once per session."""
+    cxx = shutil.which("g++")
+    if not cxx:
+        pytest.skip("g++ not found: the CUDA plugin cannot be built against the CPU emulation")
+    out = tmp_path_factory.mktemp("cudamock") / "accelaes-cudamock.so"
+    srcs = sorted(str(p) for p in (REPO / "accel/cuda").glob("*.cu") if p.name != "kernels.cu")
+    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-Werror",
+           f"-I{REPO / 'tests/cuda_mock'}", f"-I{REPO}", "-x", "c++", *srcs,
+           str(REPO / "tests/cuda_mock/mock_cuda.cc"), "-o", str(out),
+           f"-Wl,--version-script={REPO / 'accel/cuda/plugin.map'}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
 def stat_total(env):
     """Bytes done by accelaes on every path (inline, split, batch, GPU), all processes together, as
     build/accelaes-stat --json reports them for the segment env names."""

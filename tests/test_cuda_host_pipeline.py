@@ -9,7 +9,6 @@
 """
 
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -30,19 +29,9 @@ def test_host_team_unit():
 
 
 @pytest.fixture(scope="session")
-def mock_plugin(tmp_path_factory):
-    cxx = shutil.which("g++")
-    if not cxx:
-        pytest.skip("g++ not found: the CUDA plugin cannot be built against the CPU emulation")
-    out = tmp_path_factory.mktemp("cudamock") / "accelaes-cudamock.so"
-    srcs = [str(REPO / "accel/cuda" / f) for f in ("host_team.cu", "pipeline.cu", "runtime.cu")]
-    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-Werror",
-           f"-I{REPO / 'tests/cuda_mock'}", f"-I{REPO}", "-x", "c++", *srcs,
-           str(REPO / "tests/cuda_mock/mock_cuda.cc"), "-o", str(out),
-           f"-Wl,--version-script={REPO / 'accel/cuda/plugin.map'}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+def mock_plugin(cuda_mock_plugin):
+    """The plugin built against the CPU emulation (conftest.py builds it once per session)."""
+    return cuda_mock_plugin
 
 
 # (scenario, extra environment): team sizes 1 (the caller alone), 3 and 4 even on 2 cores.
