@@ -110,6 +110,8 @@ $(BUILD)/tests/%: tests/c/%.c $(wildcard tests/c/*.h) $(BUILD)/libaccelaes.a $(T
 
 # The sandbox test installs an OpenSSH-like seccomp filter with libseccomp (libseccomp-dev).
 $(BUILD)/tests/test_seccomp_child: LDLIBS += -lseccomp
+# The registration cache's test includes the plugin's accel/cuda/regcache.cu (plain C).
+$(BUILD)/tests/test_regcache: accel/cuda/regcache.cu $(wildcard accel/cuda/regcache*.h)
 
 # ---- CUDA plugin (accel/cuda/), built only where nvcc exists ----
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
