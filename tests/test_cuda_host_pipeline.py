@@ -5,7 +5,13 @@
    of the CUDA calls and kernels (tests/cuda_mock/), then driven through the ABI scenarios of
    tests/test_gpu_plugin.py (contract, batch, threads, fail-after) with the host team on and off.
    MOCK_CUDA_MODE=lazy runs queued GPU work only when the host waits for it (catches a host that reads
-   or refills a staging buffer too early), eager runs it at once (catches one that fills it too late).
+   or refills a staging buffer too early), eager runs it at once (catches one that fills it too late),
+   reverse runs the latest stream first at each wait (catches output landing out of order).
+3. The same scenarios under each ACCELAES_CUDA_DMA mode (accel/cuda/direct.cu), with what the emulation
+   saw (the child's MOCK-STATS line) checked: direct modes copy the callers' memory by DMA only while it
+   is registered (no MOCK-UNPINNED), stage nothing and start no host team; register mode leaves no
+   registration after any run(), every mode none after shutdown; no wait spins; a kernel that fails
+   with a sticky error (MOCK_CUDA_FAIL_KERNEL) still leaves the completion contract kept.
 """
 
 import re
@@ -34,25 +40,100 @@ def mock_plugin(cuda_mock_plugin):
     return cuda_mock_plugin
 
 
-# (scenario, extra environment): team sizes 1 (the caller alone), 3 and 4 even on 2 cores.
+# (scenario, extra environment): the staged pipeline with team sizes 1 (the caller alone), 3 and 4 even on 2 cores.
+STAGED = {"ACCELAES_CUDA_DMA": "staged"}
 CASES = [
-    ("contract", {"ACCELAES_CUDA_HOST_THREADS": "4"}),
-    ("contract", {"ACCELAES_CUDA_HOST_THREADS": "3", "ACCELAES_CUDA_CHUNK_KB": "64", "MOCK_CUDA_MODE": "eager"}),
-    ("contract", {"ACCELAES_CUDA_HOST_THREADS": "1", "ACCELAES_CUDA_CHUNK_KB": "64"}),
-    ("contract", {"ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64", "ACCELAES_CUDA_NT_KB": "0",
-                  "ACCELAES_CUDA_STREAMS": "2", "ACCELAES_CUDA_CTR": "full"}),
-    ("batch", {"ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64"}),
-    ("batch", {"ACCELAES_CUDA_HOST_THREADS": "4", "MOCK_CUDA_MODE": "eager", "ACCELAES_CUDA_STREAMS": "4"}),
-    ("threads", {"ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "1024"}),
+    ("contract", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4"}),
+    ("contract", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "3", "ACCELAES_CUDA_CHUNK_KB": "64",
+                  "MOCK_CUDA_MODE": "eager"}),
+    ("contract", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "1", "ACCELAES_CUDA_CHUNK_KB": "64"}),
+    ("contract", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64",
+                  "ACCELAES_CUDA_NT_KB": "0", "ACCELAES_CUDA_STREAMS": "2", "ACCELAES_CUDA_CTR": "full"}),
+    ("batch", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64"}),
+    ("batch", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4", "MOCK_CUDA_MODE": "eager", "ACCELAES_CUDA_STREAMS": "4"}),
+    ("threads", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "1024"}),
+    ("fail", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64",
+              "MOCK_CUDA_MODE": "reverse", "MOCK_CUDA_FAIL_KERNEL": "6"}),
 ]
 # fail-after: 2 stops while the ring fills, 5 once it is full (a chunk is copied out and the next
 # one staged into its buffer in one step)
 for _after in ("2", "5"):
     for _ctr in ("keystream", "full"):
-        CASES.append(("fail", {"ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64",
+        CASES.append(("fail", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "4", "ACCELAES_CUDA_CHUNK_KB": "64",
                                "ACCELAES_CUDA_FAIL_AFTER": _after, "ACCELAES_CUDA_CTR": _ctr}))
-CASES.append(("fail", {"ACCELAES_CUDA_HOST_THREADS": "1", "ACCELAES_CUDA_CHUNK_KB": "64",
+CASES.append(("fail", {**STAGED, "ACCELAES_CUDA_HOST_THREADS": "1", "ACCELAES_CUDA_CHUNK_KB": "64",
                        "ACCELAES_CUDA_FAIL_AFTER": "5", "MOCK_CUDA_MODE": "eager"}))
+
+# The direct path: every scenario under each DMA mode (pageable: offered by the emulation as HMM), in
+# lazy, eager and reverse order; DIRECT_MIN_KB=0 sends every job direct, the default only the large ones.
+ALL_DIRECT = {"ACCELAES_CUDA_DIRECT_MIN_KB": "0", "ACCELAES_CUDA_HOST_THREADS": "4"}
+for _dma in ("register", "cache", "pageable"):
+    _d = {"ACCELAES_CUDA_DMA": _dma, "MOCK_CUDA_PAGEABLE": "hmm"}
+    CASES += [
+        ("contract", {**_d, **ALL_DIRECT, "ACCELAES_CUDA_CHUNK_KB": "64"}),
+        ("contract", {**_d, **ALL_DIRECT, "ACCELAES_CUDA_CHUNK_KB": "64", "MOCK_CUDA_MODE": "eager"}),
+        ("contract", {**_d, **ALL_DIRECT, "MOCK_CUDA_MODE": "reverse", "ACCELAES_CUDA_STREAMS": "4"}),
+        ("contract", {**_d, "ACCELAES_CUDA_HOST_THREADS": "4"}),
+        ("batch", {**_d, **ALL_DIRECT, "ACCELAES_CUDA_CHUNK_KB": "64"}),
+        ("batch", {**_d, "MOCK_CUDA_MODE": "eager", "ACCELAES_CUDA_STREAMS": "4"}),
+        ("threads", {**_d, **ALL_DIRECT, "ACCELAES_CUDA_CHUNK_KB": "1024", "MOCK_CUDA_MODE": "reverse"}),
+        ("readonly", {**_d, **ALL_DIRECT}),
+        ("readonly", {**_d, **ALL_DIRECT, "MOCK_CUDA_RO_REGISTER": "0", "MOCK_CUDA_MODE": "eager"}),
+    ]
+    for _after, _mode in (("2", "lazy"), ("5", "lazy"), ("5", "eager"), ("5", "reverse")):
+        CASES.append(("fail", {**_d, **ALL_DIRECT, "ACCELAES_CUDA_CHUNK_KB": "64", "ACCELAES_CUDA_FAIL_AFTER": _after,
+                               "MOCK_CUDA_MODE": _mode}))
+    # A sticky error part-way: chunks that landed count, no more. Kernel 6 is the second chunk of the
+    # first 3 MiB run (1-4: the 16 B and 64 KiB runs), failing while a third is queued, which reverse
+    # order runs first: its output must not land. Kernel 8 fails once the ring is full.
+    for _k, _mode in (("8", "lazy"), ("8", "eager"), ("6", "reverse"), ("8", "reverse")):
+        CASES.append(("fail", {**_d, **ALL_DIRECT, "ACCELAES_CUDA_CHUNK_KB": "64", "MOCK_CUDA_FAIL_KERNEL": _k,
+                               "MOCK_CUDA_MODE": _mode}))
+# auto: pageable only where the device reads through the host's page tables; pageable asked where it
+# is not offered: registered copies
+CASES += [
+    ("contract", {"ACCELAES_CUDA_DMA": "auto", "MOCK_CUDA_PAGEABLE": "ats", **ALL_DIRECT}),
+    ("contract", {"ACCELAES_CUDA_DMA": "auto", "MOCK_CUDA_PAGEABLE": "hmm", **ALL_DIRECT}),
+    ("contract", {"ACCELAES_CUDA_DMA": "pageable", **ALL_DIRECT}),
+]
+
+
+def effective_dma(env):
+    dma, pageable = env.get("ACCELAES_CUDA_DMA", "auto"), env.get("MOCK_CUDA_PAGEABLE")
+    if dma == "auto":
+        return "pageable" if pageable == "ats" else "cache"
+    return "register" if dma == "pageable" and pageable not in ("hmm", "ats") else dma
+
+
+def mock_stats(stdout):
+    line = [ln for ln in stdout.splitlines() if ln.startswith("MOCK-STATS:")]
+    assert len(line) == 1, stdout[-3000:]
+    return {k: int(v) for k, v in (f.split("=") for f in line[0].split()[1:])}
+
+
+def check_dma(scenario, env, st, out):
+    """What the emulation saw must be what the DMA mode promises."""
+    dma = effective_dma(env)
+    assert st["live_regs"] == 0, f"registrations left after shutdown: {st}"
+    assert st["spin_waits"] == 0, f"waits that spin instead of blocking: {st}"
+    assert st["dev_flags"] & 4, "cudaDeviceScheduleBlockingSync not set"
+    for bad in ("MOCK-UNPINNED", "MOCK-RO-WRITE", "MOCK-HOSTPTR"):
+        assert bad not in out, out[-3000:]
+    if dma == "staged":
+        assert st["h2d_reg"] == st["d2h_reg"] == st["kern_host"] == 0, st
+        if scenario == "contract" and env.get("ACCELAES_CUDA_HOST_THREADS", "1") != "1":
+            assert st["threads_end"] > st["threads_start"], f"the staged path started no host team: {st}"
+        return
+    if dma == "register" and scenario != "threads":   # (threads: other callers' runs are in flight)
+        assert st["max_live_regs_after_run"] == 0, f"a run() left registrations: {st}"
+    assert (st["kern_host"] > 0) == (dma == "pageable"), f"kernels on callers' memory iff pageable: {st}"
+    moved = st["d2h_reg"] + st["kern_host"]
+    assert moved > 0, f"nothing went direct: {st}"
+    if env.get("ACCELAES_CUDA_DIRECT_MIN_KB") == "0" and env.get("MOCK_CUDA_RO_REGISTER") != "0":
+        # every job direct: no staging buffer carried data, no host team started
+        assert st["d2h_pinned_blocks"] == 0 and st["threads_end"] == st["threads_start"], st
+    if scenario == "readonly" and env.get("MOCK_CUDA_RO_REGISTER") == "0" and dma != "pageable":
+        assert st["d2h_pinned_blocks"] > 0, f"read-only inputs the device cannot pin were not staged: {st}"
 
 
 @pytest.mark.parametrize("scenario,env", CASES,
@@ -61,7 +142,14 @@ CASES.append(("fail", {"ACCELAES_CUDA_HOST_THREADS": "1", "ACCELAES_CUDA_CHUNK_K
 def test_plugin_pipeline_on_cpu_emulation(mock_plugin, scenario, env):
     full_env = {"MOCK_CUDA_MODE": "lazy", **env}
     r = tgp.run_child(mock_plugin, scenario, full_env, timeout=240)
-    assert r.returncode == 0 and " 0 failed" in r.stdout, (r.stdout[-4000:] + r.stderr[-2000:])
+    fails = [ln for ln in r.stdout.splitlines() if ln.startswith("CHECK-FAIL")]
+    if env.get("MOCK_CUDA_FAIL_KERNEL") == "6":
+        # the failing chunk runs before the one ahead of it could, and the error is sticky: no run gets
+        # part-way, so that one check cannot pass; every other must
+        fails = [ln for ln in fails if "at least one run stopped part-way" not in ln]
+    assert not fails and "plugin contract:" in r.stdout and r.stderr.count("Traceback") == 0, (
+        r.stdout[-4000:] + r.stderr[-2000:])
     assert "mock CUDA device" in r.stdout, r.stdout[-2000:]
     # shutdown ran, and every device buffer (data, round keys, CBC chains) was zero when freed
     assert "SHUTDOWN-DONE" in r.stdout and "MOCK-UNWIPED" not in r.stdout, r.stdout[-3000:]
+    check_dma(scenario, env, mock_stats(r.stdout), r.stdout)

@@ -5,7 +5,12 @@ Each scenario runs in a child process (`python3 tests/test_gpu_plugin.py PLUGIN 
 plugin reads its environment once at init and a broken plugin must not take pytest down with it.
 Scenarios: contract (every op, key size, size, in place or not), batch (many mixed jobs in one
 call), threads (both slots at once), fail (a run stops early: prefix correct, rest untouched, IV
-continues), initfail (init refuses cleanly, run fails cleanly).
+continues), readonly (the input in read-only pages), initfail (init refuses cleanly, run fails cleanly).
+
+A plugin built against the CPU emulation of CUDA (tests/cuda_mock/) exports mock_cuda_stats(): the
+child then prints what the emulation saw (registrations, bytes copied per kind of host memory, waits)
+on a MOCK-STATS line, with the most registrations left live after any run() and the threads of the
+process before the first run() and at the end.
 """
 
 import ctypes
@@ -59,6 +64,12 @@ class Driver:
         entry.restype = POINTER(PluginStruct)
         self.pl = entry().contents
         self.passed = self.failed = 0
+        try:
+            self.stats_fn = self.dll.mock_cuda_stats
+        except AttributeError:
+            self.stats_fn = None
+        self.max_live_regs = 0
+        self.threads_start = self.threads()
         sys.path.insert(0, str(HERE))
         import evp
         self.evp = evp
@@ -123,7 +134,40 @@ class Driver:
         rc = self.pl.run(slot, arr, len(tasks))
         for t, j in zip(tasks, arr):
             t["job"] = j
+        if self.stats_fn:
+            self.max_live_regs = max(self.max_live_regs, self.mock_stats()["live_regs"])
         return rc
+
+    @staticmethod
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    def mock_stats(self):
+        buf = ctypes.create_string_buffer(1024)
+        self.stats_fn(buf, len(buf))
+        return {k: int(v) for k, v in (f.split("=") for f in buf.value.decode().split())}
+
+    def print_mock_stats(self, threads_end):
+        if self.stats_fn:
+            line = " ".join(f"{k}={v}" for k, v in self.mock_stats().items())
+            print(f"MOCK-STATS: {line} max_live_regs_after_run={self.max_live_regs} "
+                  f"threads_start={self.threads_start} threads_end={threads_end}", flush=True)
+
+    def make_readonly(self, op, bits, size):
+        """A job whose input lies in pages mapped read-only (as a file mapped PROT_READ would)."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = c_void_p
+        libc.mmap.argtypes = [c_void_p, c_size_t, c_int, c_int, c_int, ctypes.c_long]
+        libc.mprotect.argtypes = [c_void_p, c_size_t, c_int]
+        span = (size + 4095) // 4096 * 4096 or 4096
+        addr = libc.mmap(None, span, 3, 0x22, -1, 0)   # PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS
+        assert addr not in (None, ctypes.c_void_p(-1).value), "mmap failed"
+        t = self.make(op, bits, size, False)
+        ctypes.memmove(addr, t["data"], size)
+        assert libc.mprotect(addr, span, 1) == 0, "mprotect failed"   # PROT_READ
+        t["job"].in_ = addr
+        t["ro"] = addr   # never unmapped: the child exits after the scenario
+        return t
 
 
 def scenario_contract(d, slots, full):
@@ -202,6 +246,18 @@ def scenario_fail(d, slots, full):
     d.check(saw_partial, "at least one run stopped part-way (prefix done, rest left)")
 
 
+def scenario_readonly(d, slots, full):
+    """Inputs the plugin cannot pin for writing: it must pin them read-only or stage them."""
+    for op in OPS:
+        for size in (64 * 1024, 3 * MIB + 16):
+            t = d.make_readonly(op, 128, size)
+            d.verify(t, d.run(0, [t]), f"read-only input op {op} {size} B", full)
+    tasks = [d.make_readonly(op, 256, 200 * 1024) for op in OPS] + [d.make(CTR, 256, 200 * 1024, False)]
+    rc = d.run(1 % slots, tasks)
+    for i, t in enumerate(tasks):
+        d.verify(t, rc, f"read-only batch job {i}", full)
+
+
 def child_main(argv):
     path, scenario = argv[1], argv[2]
     d = Driver(path)
@@ -229,13 +285,15 @@ def child_main(argv):
         d.check(1 <= info.slots <= 64, "slots in range")
         full = scenario != "fail"
         {"contract": scenario_contract, "batch": scenario_batch, "threads": scenario_threads,
-         "fail": scenario_fail}[scenario](d, info.slots, full)
+         "fail": scenario_fail, "readonly": scenario_readonly}[scenario](d, info.slots, full)
         bad = d.run(info.slots, [d.make(CTR, 128, 32, False)])
         d.check(bad < 0, "a slot out of range is refused")
         badjob = d.make(CTR, 100, 32, False)
         d.check(d.run(0, [badjob]) < 0 and badjob["job"].done == 0, "a bad key size is refused")
+        threads_end = d.threads()
         d.pl.shutdown()   # releases (and wipes) everything; the CPU emulation reports an unwiped buffer
         print("SHUTDOWN-DONE", flush=True)
+        d.print_mock_stats(threads_end)
     print(f"plugin contract: {d.passed} passed, {d.failed} failed")
     return 0 if d.failed == 0 else 1
 

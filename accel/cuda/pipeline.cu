@@ -1,7 +1,8 @@
-/* accel/cuda/pipeline.cu: run() for one slot: jobs are cut into chunks staged through the slot's
- * pinned buffers, each chunk on its own stream (copy in, kernels, copy out overlap across chunks),
- * and written back to the callers' buffers strictly in order, so a failure leaves a correct prefix.
- * The host copies of a chunk are split over the process's host team (host_team.cu). */
+/* accel/cuda/pipeline.cu: run() for one slot, and the staged path: jobs that do not go direct
+ * (direct.cu) are cut into chunks staged through the slot's pinned buffers, each chunk on its own
+ * stream (copy in, kernels, copy out overlap across chunks), and written back to the callers' buffers
+ * strictly in order, so a failure leaves a correct prefix. The host copies of a chunk are split over
+ * the process's host team (host_team.cu). */
 #include <string.h>
 #include "accel/engine.h"
 #include "accel/cuda/runtime.h"
@@ -34,17 +35,16 @@ static int valid_job(const acc_gpu_job *jb)
 
 /* Expand every job's key on the host and copy the schedules to the device (then wipe the
  * pinned copy: key material stays in pinned memory only for the copy). */
-static int upload_keys(group *g)
+int acc_cu_upload_keys(acc_cu_slot *sl, const acc_gpu_job *jobs, size_t n)
 {
-    acc_cu_slot *sl = g->sl;
-    for (size_t j = 0; j < g->n; j++) {
+    for (size_t j = 0; j < n; j++) {
         uint32_t *rk = sl->h_keys + j * ACC_CU_RK_STRIDE;
-        int rounds = acc_core_enc_keys(g->jobs[j].key, g->jobs[j].keybits, rk);
-        if (is_inv(g->jobs[j].op))
+        int rounds = acc_core_enc_keys(jobs[j].key, jobs[j].keybits, rk);
+        if (is_inv(jobs[j].op))
             acc_core_dec_keys(rk, rounds, rk + 60);
-        memcpy(sl->jctr[j], g->jobs[j].iv, 16);
+        memcpy(sl->jctr[j], jobs[j].iv, 16);
     }
-    size_t bytes = g->n * ACC_CU_RK_STRIDE * 4;
+    size_t bytes = n * ACC_CU_RK_STRIDE * 4;
     cudaStream_t st = sl->buf[0].st;
     int rc = acc_cu_check(cudaMemcpyAsync(sl->d_keys, sl->h_keys, bytes, cudaMemcpyHostToDevice, st), "copy keys")
           || acc_cu_check(cudaStreamSynchronize(st), "copy keys (sync)");
@@ -52,10 +52,10 @@ static int upload_keys(group *g)
     return rc ? -1 : 0;
 }
 
-static void wipe_keys(group *g)
+void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n)
 {
-    cudaMemsetAsync(g->sl->d_keys, 0, g->n * ACC_CU_RK_STRIDE * 4, g->sl->buf[0].st);
-    cudaStreamSynchronize(g->sl->buf[0].st);
+    cudaMemsetAsync(sl->d_keys, 0, n * ACC_CU_RK_STRIDE * 4, sl->buf[0].st);
+    cudaStreamSynchronize(sl->buf[0].st);
 }
 
 static int rounds_of(int keybits) { return keybits / 32 + 6; }
@@ -67,7 +67,7 @@ static void plan_chunk(group *g, cursor *c, acc_cu_plan *p)
 {
     size_t pos = 0;
     p->nwb = p->nf = p->ni = 0;
-    p->need_in = 0;
+    p->need_in = p->host_mem = 0;
     while (c->j < g->n && pos < g->chunk) {
         acc_gpu_job *jb = &g->jobs[c->j];
         size_t take = jb->len - c->off;
@@ -242,6 +242,22 @@ static void account(group *g, const acc_cu_buf *bf)
     }
 }
 
+int acc_cu_fail_after_hit(void)
+{
+    return acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
+}
+
+/* The first chunk's copy-in and the last one's copy-out overlap nothing: a group of a few chunks is
+ * cut into acc_cu.split chunks (not below 256 KiB), so that the fill and drain of the ring stay a
+ * small part of it and copy-in, kernel and copy-out still pipeline. */
+size_t acc_cu_group_chunk(size_t total)
+{
+    size_t want = (total / (size_t)acc_cu.split + 15) & ~(size_t)15;
+    if (want < (256u << 10))
+        want = 256u << 10;
+    return acc_cu.adapt && want < acc_cu.chunk ? want : acc_cu.chunk;
+}
+
 /* Whether another chunk may be staged. The test hook ACCELAES_CUDA_FAIL_AFTER ends staging with an
  * error here; chunks already in flight are still written back. */
 static int may_stage(group *g, const cursor *c, long *chunks_left, int *stop, int *rc)
@@ -249,7 +265,7 @@ static int may_stage(group *g, const cursor *c, long *chunks_left, int *stop, in
     if (*stop || c->j >= g->n)
         return 0;
     if (*chunks_left == 0) {
-        *rc = acc_cu_fail("ACCELAES_CUDA_FAIL_AFTER: failing as asked after %ld chunks", acc_cu.fail_after);
+        *rc = acc_cu_fail_after_hit();
         *stop = 1;
         return 0;
     }
@@ -259,21 +275,14 @@ static int may_stage(group *g, const cursor *c, long *chunks_left, int *stop, in
 /* One group of at most ACC_CU_MAXJOBS jobs through the slot's ring of buffers. The ring first
  * fills (stage only); then each step waits for the oldest chunk, and one host task copies it out
  * and stages the next chunk into the same buffer; at the end the ring drains (copy out only). */
-static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left)
+int acc_cu_staged_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left)
 {
     group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms, acc_cu.chunk,
                 0, NULL };
-    /* The first chunk's copy-in and the last one's copy-out overlap nothing: a group of a few chunks
-     * is cut into acc_cu.split chunks (not below 256 KiB), so that the fill and drain of the ring
-     * stay a small part of it and copy-in, kernel and copy-out still pipeline. */
     size_t total = 0;
     for (size_t j = 0; j < n; j++)
         total += jobs[j].len;
-    size_t want = (total / (size_t)acc_cu.split + 15) & ~(size_t)15;
-    if (want < (256u << 10))
-        want = 256u << 10;
-    if (acc_cu.adapt && want < g.chunk)
-        g.chunk = want;
+    g.chunk = acc_cu_group_chunk(total);
     /* Large groups stream through the cache: non-temporal stores spare the read-for-ownership of
      * every destination line and keep the caller's cache for the caller. */
     g.nt = acc_cu.nt_min && total >= acc_cu.nt_min;
@@ -282,7 +291,7 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
     size_t head = 0, tail = 0;   /* chunks staged / written back (ring index = count % nbuf) */
     int rc = 0, stop = 0;        /* stop: stage no more; chunks already in flight are still written back */
     const size_t nbuf = (size_t)acc_cu.nbuf;
-    if (upload_keys(&g))
+    if (acc_cu_staging(sl) || acc_cu_upload_keys(sl, jobs, n))
         return -1;
     for (;;) {
         if (head - tail < nbuf && may_stage(&g, &c, chunks_left, &stop, &rc)) {
@@ -329,7 +338,7 @@ static int run_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_
     if (rc)   /* nothing may still be queued when the buffers are next used */
         for (int b = 0; b < acc_cu.nbuf; b++)
             cudaStreamSynchronize(sl->buf[b].st);
-    wipe_keys(&g);
+    acc_cu_wipe_keys(sl, n);
     return rc;
 }
 
@@ -347,7 +356,7 @@ int acc_cu_run(int slot, acc_gpu_job *jobs, size_t njobs)
         rc = -1;
     } else {
         for (size_t g = 0; g < njobs && rc == 0; g += ACC_CU_MAXJOBS)
-            rc = run_group(sl, jobs + g, njobs - g < ACC_CU_MAXJOBS ? njobs - g : ACC_CU_MAXJOBS, &chunks_left);
+            rc = acc_cu_group(sl, jobs + g, njobs - g < ACC_CU_MAXJOBS ? njobs - g : ACC_CU_MAXJOBS, &chunks_left);
     }
     if (rc && acc_cu.fail_after < 0)
         acc_cu_after_error();

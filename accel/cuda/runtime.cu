@@ -1,5 +1,6 @@
 /* accel/cuda/runtime.cu: the CUDA plugin's entry point and process state: lazy (per-process,
- * fork-aware) CUDA initialisation, the pinned NUMA-local staging pool, streams, errors. */
+ * fork-aware) CUDA initialisation, the DMA mode, host registrations and their cache, the pinned
+ * NUMA-local staging pool (allocated where the staged path runs), streams, errors. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -119,16 +120,34 @@ static void device_wipe(void *d, size_t len)
         cudaGetLastError();
 }
 
+static void free_scratch(acc_cu_dscratch *ds)
+{
+    free(ds->djobs);
+    free(ds->sjobs);
+    free(ds->didx);
+    free(ds->sidx);
+    free(ds->kind);
+    free(ds->want);
+    free(ds->pinned);
+    free(ds->held);
+}
+
 static void release_all(void)
 {
     if (acc_cu.team_ready)   /* helpers touch callers' buffers only inside a run: none is running */
         acc_ht_stop(&acc_cu.team);
+    for (int s = 0; s < ACC_CU_MAXSLOTS; s++)
+        for (int b = 0; b < ACC_CU_MAXBUF; b++)
+            if (acc_cu.slot[s].buf[b].st)
+                cudaStreamSynchronize(acc_cu.slot[s].buf[b].st);
+    if (acc_cu.rc)   /* no run is in progress, so no entry is held: every registration is undone */
+        acc_rc_destroy(acc_cu.rc);
+    acc_cu.rc = NULL;
     for (int s = 0; s < ACC_CU_MAXSLOTS; s++) {
         acc_cu_slot *sl = &acc_cu.slot[s];
+        free_scratch(&sl->ds);
         for (int b = 0; b < ACC_CU_MAXBUF; b++) {
             acc_cu_buf *bf = &sl->buf[b];
-            if (bf->st)
-                cudaStreamSynchronize(bf->st);
             if (bf->h)
                 explicit_bzero(bf->h, acc_cu.chunk);   /* the last chunks' plaintext and output */
             device_wipe(bf->d_in, acc_cu.chunk);
@@ -152,6 +171,7 @@ static void release_all(void)
         device_wipe(sl->d_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
         device_wipe(sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16);
         cudaFreeHost(sl->h_keys);
+        cudaFreeHost(sl->h_landed);
         cudaFree(sl->d_keys);
         cudaFree(sl->d_chain);
         free(sl->jctr);
@@ -159,6 +179,8 @@ static void release_all(void)
     }
     device_wipe(acc_cu.d_tables, sizeof(acc_core_tables));
     cudaFree(acc_cu.d_tables);
+    device_wipe(acc_cu.d_one, 4);
+    cudaFree(acc_cu.d_one);
     cudaGetLastError();
 }
 
@@ -171,24 +193,42 @@ static void forget_all(void)
         pthread_mutex_init(&acc_cu.slot[s].lock, NULL);
 }
 
+static int alloc_scratch(acc_cu_dscratch *ds)
+{
+    const size_t n = ACC_CU_MAXJOBS;
+    ds->djobs = (acc_gpu_job *)calloc(n, sizeof(acc_gpu_job));
+    ds->sjobs = (acc_gpu_job *)calloc(n, sizeof(acc_gpu_job));
+    ds->didx = (uint32_t *)calloc(n, sizeof(uint32_t));
+    ds->sidx = (uint32_t *)calloc(n, sizeof(uint32_t));
+    ds->kind = (uint8_t *)calloc(n, 1);
+    ds->want = (acc_cu_range *)calloc(2 * n, sizeof(acc_cu_range));
+    ds->pinned = (acc_cu_range *)calloc(2 * n, sizeof(acc_cu_range));
+    ds->held = (acc_rc_entry **)calloc(2 * n, sizeof(acc_rc_entry *));
+    if (!ds->djobs || !ds->sjobs || !ds->didx || !ds->sidx || !ds->kind || !ds->want || !ds->pinned || !ds->held)
+        return acc_cu_fail("out of host memory");
+    return 0;
+}
+
+/* Device buffers and pinned piece lists per slot; the pinned staging buffers come later (acc_cu_staging). */
 static int alloc_slot(acc_cu_slot *sl)
 {
     size_t kbytes = (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4;
     if (acc_cu_check(cudaHostAlloc((void **)&sl->h_keys, kbytes, cudaHostAllocDefault), "cudaHostAlloc(keys)")
         || acc_cu_check(cudaMalloc((void **)&sl->d_keys, kbytes), "cudaMalloc(keys)")
-        || acc_cu_check(cudaMalloc((void **)&sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16), "cudaMalloc(chain)"))
+        || acc_cu_check(cudaMalloc((void **)&sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16), "cudaMalloc(chain)")
+        || acc_cu_check(cudaHostAlloc((void **)&sl->h_landed, ACC_CU_MAXBUF * 4, cudaHostAllocDefault), "cudaHostAlloc"))
         return -1;
     sl->jctr = (uint8_t(*)[16])calloc(ACC_CU_MAXJOBS, 16);
     sl->spare.wb = (acc_cu_wb *)calloc(ACC_CU_MAXJOBS, sizeof(acc_cu_wb));
-    if (!sl->jctr || !sl->spare.wb)
+    if (!sl->jctr || !sl->spare.wb || alloc_scratch(&sl->ds))
         return acc_cu_fail("out of host memory");
     for (int b = 0; b < acc_cu.nbuf; b++) {
         acc_cu_buf *bf = &sl->buf[b];
         size_t pbytes = (size_t)ACC_CU_MAXJOBS * sizeof(acc_piece);
         if (acc_cu_check(cudaStreamCreateWithFlags(&bf->st, cudaStreamNonBlocking), "cudaStreamCreate")
             || acc_cu_check(cudaEventCreateWithFlags(&bf->kdone, cudaEventDisableTiming), "cudaEventCreate")
-            || acc_cu_check(cudaEventCreateWithFlags(&bf->done, cudaEventDisableTiming), "cudaEventCreate")
-            || pinned_alloc(&bf->h, &bf->h_numa, acc_cu.chunk, acc_cu.numa_node)
+            || acc_cu_check(cudaEventCreateWithFlags(&bf->done, cudaEventBlockingSync | cudaEventDisableTiming),
+                            "cudaEventCreate")
             || acc_cu_check(cudaMalloc((void **)&bf->d_in, acc_cu.chunk), "cudaMalloc(in)")
             || acc_cu_check(cudaMalloc((void **)&bf->d_out, acc_cu.chunk), "cudaMalloc(out)")
             || acc_cu_check(cudaHostAlloc((void **)&bf->h_pieces, pbytes, cudaHostAllocDefault), "cudaHostAlloc(pieces)")
@@ -198,6 +238,109 @@ static int alloc_slot(acc_cu_slot *sl)
         if (!bf->p.wb)
             return acc_cu_fail("out of host memory");
     }
+    return 0;
+}
+
+int acc_cu_staging(acc_cu_slot *sl)
+{
+    if (sl->staging)
+        return 0;
+    for (int b = 0; b < acc_cu.nbuf; b++)
+        if (!sl->buf[b].h && pinned_alloc(&sl->buf[b].h, &sl->buf[b].h_numa, acc_cu.chunk, acc_cu.numa_node))
+            return -1;
+    sl->staging = 1;
+    return 0;
+}
+
+int acc_cu_host_register(void *base, size_t len, int writable)
+{
+    /* Input only: read-only where the device supports it, so that read-only memory can be pinned too. */
+    unsigned flags = !writable && acc_cu.reg_ro ? cudaHostRegisterReadOnly : cudaHostRegisterDefault;
+    cudaError_t e = cudaHostRegister(base, len, flags);
+    if (e != cudaSuccess)
+        cudaGetLastError();   /* not sticky: the range goes staged */
+    return e == cudaSuccess ? 0 : -1;
+}
+
+void acc_cu_host_unregister(void *base)
+{
+    if (cudaHostUnregister(base) != cudaSuccess)
+        cudaGetLastError();
+}
+
+/* The cache calls these from its own threads too: the device is per thread in the runtime API. */
+static int rc_reg(void *, void *base, size_t len, int writable)
+{
+    cudaSetDevice(acc_cu.dev);
+    return acc_cu_host_register(base, len, writable);
+}
+
+static void rc_unreg(void *, void *base, size_t)
+{
+    cudaSetDevice(acc_cu.dev);
+    acc_cu_host_unregister(base);
+}
+
+acc_rc *acc_cu_regcache(void)
+{
+    if (!__atomic_load_n(&acc_cu.rc_tried, __ATOMIC_ACQUIRE)) {
+        /* Started on first use, like the team: its monitor thread is the process's own (after any fork). */
+        pthread_mutex_lock(&g_init_lock);
+        if (!acc_cu.rc_tried) {
+            char why[128];
+            size_t mb = (size_t)env_long("ACCELAES_CUDA_REGCACHE_MB", 1024, 1, 1L << 20);
+            acc_cu.rc = acc_rc_create(256, mb << 20, rc_reg, rc_unreg, NULL, why, sizeof(why));
+            __atomic_store_n(&acc_cu.rc_tried, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&g_init_lock);
+    }
+    return acc_cu.rc;
+}
+
+/* ACCELAES_CUDA_DMA. auto, until measured on the H100: pageable where the device reads pageable
+ * memory through the host's page tables (a coherent link: no pinning at all, no CPU cost per byte);
+ * else the registration cache (a buffer used again costs no new pinning, where cudaHostRegister
+ * costs ~0.04 ns/B, more than the whole CPU budget), which registers per request what it cannot
+ * cache. Not pageable through HMM: there the device migrates pages on fault, which moves every page
+ * twice and costs the CPU the faults. Staged is what cannot be pinned. -1: unknown value. */
+static int dma_mode(void)
+{
+    const char *v = secure_getenv("ACCELAES_CUDA_DMA");
+    static const char *const names[] = { "staged", "register", "cache", "pageable" };
+    if (!v || !*v || !strcmp(v, "auto"))
+        return acc_cu.pageable == 2 ? ACC_DMA_PAGEABLE : ACC_DMA_CACHE;
+    for (int m = 0; m < 4; m++)
+        if (!strcmp(v, names[m]))   /* pageable asked where not offered: register instead */
+            return m == ACC_DMA_PAGEABLE && !acc_cu.pageable ? ACC_DMA_REGISTER : m;
+    return -1;
+}
+
+static int device_attr(enum cudaDeviceAttr a)
+{
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, a, acc_cu.dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return v;
+}
+
+/* What the device offers for DMA on callers' memory, and the mode chosen from it. */
+static int init_dma(void)
+{
+    acc_cu.page = (size_t)sysconf(_SC_PAGESIZE);
+    acc_cu.pageable = device_attr(cudaDevAttrPageableMemoryAccess)
+                        ? 1 + (device_attr(cudaDevAttrPageableMemoryAccessUsesHostPageTables) != 0)
+                        : 0;
+    acc_cu.reg_ro = device_attr(cudaDevAttrHostRegisterReadOnlySupported) != 0;
+    acc_cu.dma = dma_mode();
+    if (acc_cu.dma < 0)
+        return acc_cu_fail("ACCELAES_CUDA_DMA: unknown value (staged, register, cache, pageable or auto)");
+    /* Below 64 KiB the per-piece copy calls and the pinning cost about what a host copy does (not
+     * measured yet on the H100). */
+    acc_cu.direct_min = (size_t)env_long("ACCELAES_CUDA_DIRECT_MIN_KB", 64, 0, 1L << 30) * 1024;
+    if (acc_cu.direct_min < 16)
+        acc_cu.direct_min = 16;
     return 0;
 }
 
@@ -229,8 +372,13 @@ static int init_device(void)
     if (n <= 0 || acc_cu.dev >= n)
         return acc_cu_fail("no CUDA device %d (%d found)", acc_cu.dev, n);
     cudaDeviceProp p;
-    if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice")
-        || acc_cu_check(cudaGetDeviceProperties(&p, acc_cu.dev), "cudaGetDeviceProperties"))
+    if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice"))
+        return -1;
+    /* Waits block in the kernel instead of spinning a core: set before the context does any work.
+     * Refused (an older driver on an active context): waits spin, still correct. */
+    acc_cu.blocking = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaSuccess;
+    cudaGetLastError();
+    if (acc_cu_check(cudaGetDeviceProperties(&p, acc_cu.dev), "cudaGetDeviceProperties") || init_dma())
         return -1;
     acc_cu.sms = p.multiProcessorCount;
     acc_cu.numa_node = gpu_numa_node(&p);
@@ -262,9 +410,12 @@ static int init_device(void)
         if ((acc_cu.occ[k] = acc_cu_occupancy(k)) <= 0)
             return acc_cu_fail("kernel occupancy query failed (no kernel image for this GPU?)");
     acc_core_tables_init(&acc_cu.host_tables);
+    const uint32_t one = 1;
     if (acc_cu_check(cudaMalloc((void **)&acc_cu.d_tables, sizeof(acc_core_tables)), "cudaMalloc(tables)")
         || acc_cu_check(cudaMemcpy(acc_cu.d_tables, &acc_cu.host_tables, sizeof(acc_core_tables),
-                                   cudaMemcpyHostToDevice), "cudaMemcpy(tables)"))
+                                   cudaMemcpyHostToDevice), "cudaMemcpy(tables)")
+        || acc_cu_check(cudaMalloc((void **)&acc_cu.d_one, 4), "cudaMalloc(one)")
+        || acc_cu_check(cudaMemcpy(acc_cu.d_one, &one, 4, cudaMemcpyHostToDevice), "cudaMemcpy(one)"))
         return -1;
     for (int s = 0; s < acc_cu.nslots; s++)
         if (alloc_slot(&acc_cu.slot[s]))

@@ -1,5 +1,6 @@
 /* accel/cuda/runtime.h: the CUDA plugin's process state (device, per-slot streams and staging
- * pool), shared by runtime.cu (init, memory, errors) and pipeline.cu (the run() pipeline). */
+ * pool), shared by runtime.cu (init, memory, errors), direct.cu (run(): jobs by DMA on the callers'
+ * memory) and pipeline.cu (jobs staged through pinned buffers). */
 #ifndef ACCELAES_CUDA_RUNTIME_H
 #define ACCELAES_CUDA_RUNTIME_H
 
@@ -8,6 +9,7 @@
 #include "accel/gpu_plugin.h"
 #include "accel/cuda/kernels.h"
 #include "accel/cuda/host_team.h"
+#include "accel/cuda/regcache.h"
 
 #define ACC_CU_MAXSLOTS 8
 #define ACC_CU_MAXBUF   4      /* streams (each with its own staging buffers) per slot */
@@ -30,6 +32,7 @@ typedef struct acc_cu_plan {
     size_t bytes;        /* staging bytes used */
     size_t nf, ni;       /* pieces for the encrypt-direction / decrypt-direction kernels */
     int need_in;         /* some piece's input goes through staging (not CTR keystream-only) */
+    int host_mem;        /* direct: the kernels run on the one job's own memory (pageable access) */
 } acc_cu_plan;
 
 typedef struct acc_cu_buf {
@@ -41,7 +44,31 @@ typedef struct acc_cu_buf {
     uint4 *d_in, *d_out;
     acc_piece *h_pieces, *d_pieces;
     acc_cu_plan p;       /* the chunk in this buffer */
+    size_t nout;         /* direct: pieces of p whose output was queued to land in the callers' out */
 } acc_cu_buf;
+
+/* How callers' buffers reach the GPU (ACCELAES_CUDA_DMA). */
+enum { ACC_DMA_STAGED = 0, ACC_DMA_REGISTER = 1, ACC_DMA_CACHE = 2, ACC_DMA_PAGEABLE = 3 };
+
+/* A page-rounded host range pinned for one request; job: the job that needs it (before merging). */
+typedef struct acc_cu_range {
+    uintptr_t lo, hi;
+    uint32_t job;
+    int writable;
+} acc_cu_range;
+
+/* The direct path's per-slot scratch (direct.cu), allocated with the slot: the hot path allocates
+ * nothing. A group's jobs are split into copies that run direct and copies that run staged; their
+ * done and iv are copied back. */
+typedef struct acc_cu_dscratch {
+    acc_gpu_job *djobs, *sjobs;
+    uint32_t *didx, *sidx;       /* their indices in the group */
+    uint8_t *kind;               /* per job of the group: staged, copies by DMA, or kernels on its memory */
+    acc_cu_range *want, *pinned; /* 2 per job: ranges asked for, registrations made */
+    size_t npinned;
+    acc_rc_entry **held; /* 2 per job: cache entries held for the request */
+    size_t nheld;
+} acc_cu_dscratch;
 
 typedef struct acc_cu_slot {
     pthread_mutex_t lock;            /* run() on one slot is serial even if callers collide */
@@ -50,6 +77,9 @@ typedef struct acc_cu_slot {
     uint32_t *d_chain;               /* device: 4 words per job */
     uint8_t (*jctr)[16];             /* host, per job: next counter / CBC-dec IV to stage */
     acc_cu_plan spare;               /* the next chunk, planned while its buffer still holds the last */
+    int staging;                     /* the pinned staging buffers were allocated (on first staged use) */
+    uint32_t *h_landed;              /* pinned, per buffer: the direct chunk's output has landed (1) */
+    acc_cu_dscratch ds;
 } acc_cu_slot;
 
 typedef struct acc_cu_state {
@@ -69,10 +99,19 @@ typedef struct acc_cu_state {
     int host_threads;     /* threads on one chunk's host work, the caller included (1: caller alone) */
     unsigned spin_us;     /* an idle helper polls this long before it sleeps */
     size_t nt_min;        /* groups of at least this many bytes copy with non-temporal stores (0: never) */
+    int dma;              /* ACC_DMA_*: how callers' buffers reach the device (ACCELAES_CUDA_DMA) */
+    int pageable;         /* the device reaches pageable memory: 0 no, 1 yes (HMM), 2 via host page tables */
+    int reg_ro;           /* cudaHostRegisterReadOnly is supported (read-only inputs can be pinned) */
+    int blocking;         /* waits block (cudaDeviceScheduleBlockingSync was accepted) */
+    size_t page;          /* host page size */
+    size_t direct_min;    /* jobs shorter than this go staged (ACCELAES_CUDA_DIRECT_MIN_KB) */
+    acc_rc *rc;           /* cache mode: the registration cache, NULL where it could not start */
+    int rc_tried;
     int team_ready;       /* the team was started (or tried) in this process */
     acc_ht team;
     acc_core_tables host_tables;
     acc_core_tables *d_tables;
+    uint32_t *d_one; /* device: the word 1, copied into a chunk's landed marker */
     acc_cu_slot slot[ACC_CU_MAXSLOTS];
 } acc_cu_state;
 
@@ -88,7 +127,27 @@ void acc_cu_after_error(void);
 /* The process's host team, started on first use; NULL where the caller works alone. */
 acc_ht *acc_cu_team(void);
 
+/* The staging buffers of a slot, allocated on its first staged chunk (pinned memory is spent only
+ * where the staged path runs). 0 or -1 (error recorded). */
+int acc_cu_staging(acc_cu_slot *sl);
+/* Cache mode: the process's registration cache, started on first use; NULL: register per request. */
+acc_rc *acc_cu_regcache(void);
+/* Pin / unpin a host range (page aligned) for DMA; writable: the device writes it. */
+int acc_cu_host_register(void *base, size_t len, int writable);
+void acc_cu_host_unregister(void *base);
+
 /* pipeline.cu */
 int acc_cu_run(int slot, acc_gpu_job *jobs, size_t njobs);
+/* Jobs through the staging buffers; chunks_left: the fail-after hook's budget (-1: none). */
+int acc_cu_staged_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left);
+/* Expand and upload n jobs' key schedules (slot's key area, job order) and seed sl->jctr from their IVs. */
+int acc_cu_upload_keys(acc_cu_slot *sl, const acc_gpu_job *jobs, size_t n);
+void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n);
+/* Bytes per chunk for a group of total bytes (small groups cut into ACCELAES_CUDA_SPLIT chunks). */
+size_t acc_cu_group_chunk(size_t total);
+int acc_cu_fail_after_hit(void);
+
+/* direct.cu: one group of at most ACC_CU_MAXJOBS jobs, direct where it can, staged otherwise. */
+int acc_cu_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left);
 
 #endif

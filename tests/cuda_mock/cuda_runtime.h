@@ -7,7 +7,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 } cudaError_t;
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorHostMemoryAlreadyRegistered = 712,
+    cudaErrorHostMemoryNotRegistered = 713,
+    cudaErrorLaunchFailure = 719,
+    cudaErrorNotPermitted = 800,
+    cudaErrorNotSupported = 801
+} cudaError_t;
+enum cudaDeviceAttr {
+    cudaDevAttrPageableMemoryAccess = 88,
+    cudaDevAttrPageableMemoryAccessUsesHostPageTables = 100,
+    cudaDevAttrHostRegisterReadOnlySupported = 113
+};
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
 typedef struct mock_stream *cudaStream_t;
 typedef struct mock_event *cudaEvent_t;
@@ -21,11 +35,16 @@ typedef struct cudaDeviceProp {
 
 #define cudaHostAllocDefault 0u
 #define cudaHostRegisterDefault 0u
+#define cudaHostRegisterReadOnly 8u
+#define cudaEventBlockingSync 1u
+#define cudaDeviceScheduleBlockingSync 4u
 #define cudaStreamNonBlocking 1u
 #define cudaEventDisableTiming 2u
 
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int dev);
+cudaError_t cudaSetDeviceFlags(unsigned flags);
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
