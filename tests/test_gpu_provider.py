@@ -8,6 +8,7 @@ counter checks run against the real plugin."""
 
 import json
 import os
+import re
 import time
 import secrets
 import subprocess
@@ -87,6 +88,18 @@ def check_identity(results, rc, stderr):
     bad = [r["case"] for r in cases if not (r["same"] and r["iv"])]
     assert not bad, f"outputs differ from the default provider: {bad}"
     return next(r["plugin_mapped"] for r in results if "plugin_mapped" in r)
+
+
+@pytest.mark.parametrize("binary", ["test_sched_ticket"])
+def test_c_unit_tests(binary):
+    """The C units under the GPU glue: the scheduler's non-blocking FIFO ticket (test_sched_ticket)."""
+    path = BUILD / "tests" / binary
+    if not path.exists():
+        pytest.skip(f"{path} is not built (run `make build-only`)")
+    proc = subprocess.run([str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    m = re.search(r"^(\d+) passed, 0 failed$", proc.stdout, re.M)
+    assert m and int(m.group(1)) > 0, proc.stdout[-3000:]
 
 
 def warn_lines(stderr):
