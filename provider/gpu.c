@@ -177,7 +177,7 @@ int acc_gpu_ready(const acc_settings *s)
 
 /* Scheduler unit id -> plugin slot, the same answer every time in this process: slots are given
  * to units in the order they are first seen; a unit beyond the map shares by modulo (the slot
- * lock then keeps two units off one slot's buffers). g.blk held. */
+ * lock then keeps two units off one slot's buffers). g.map held. */
 static int slot_of(int unit)
 {
     for (int i = 0; i < g.nmapped; i++)
