@@ -61,7 +61,7 @@ size_t acc_gpu_calib_pick(const acc_gpu_sample *s, size_t n);
 typedef int acc_gpu_calib_run_fn(void *arg, acc_gpu_job *job);
 
 /* Measure CTR at growing sizes with run and with the default CPU engine (a warm-up, then the
- * best of two each) and pick by acc_gpu_calib_pick; SIZE_MAX if the GPU never wins or a run
+ * best of three each) and pick by acc_gpu_calib_pick; SIZE_MAX if the GPU never wins or a run
  * fails. verbose: one stderr line per size with both figures. */
 size_t acc_gpu_calibrate(acc_gpu_calib_run_fn *run, void *arg, int verbose);
 

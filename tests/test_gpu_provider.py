@@ -359,29 +359,39 @@ def test_queued_requests_work_their_tails(require_provider):
     assert sum(stat[k] for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes")) == sent, (sent, stat)
 
 
-# Two small requests hold both slots of a slow device; a large one arriving just after queues, runs
-# slices from its end on the CPU, and is given a slot while much of its head is left: the GPU's run for
-# it is a head, shorter than the request, and the bytes still come out right.
+# Two small requests hold both slots of a slow device; a large one that starts once both are held
+# (the fake logs a run as it starts) queues, runs slices from its end on the CPU, and is given a slot
+# while much of its head is left: the GPU's run for it is a head, shorter than the request, and the
+# bytes still come out right. Should a holder finish before the large request asks (a preempted test
+# thread), it runs on the GPU whole: the set-up is tried again, up to five times.
 HEAD_AFTER_TAIL = r"""
 import os, threading, time
 lc = evp.LibCtx(["default", "accelaes"], modules_dir=os.environ["OPENSSL_MODULES"])
 a, r = lc.fetch("AES-128-CTR", "accelaes"), lc.fetch("AES-128-CTR", "default")
-ok, bar = [], threading.Barrier(3)
-def work(n, late):
+log, big = os.environ["ACCELAES_FAKEGPU_LOG"], 128 << 20
+def lines():
+    return open(log).read().splitlines() if os.path.exists(log) else []
+def work(n, ok, seen, bar):
     key, iv, data = os.urandom(16), os.urandom(16), os.urandom(n)
     t, x = evp.CipherCtx(a, key, iv, 1, padding=False), evp.CipherCtx(r, key, iv, 1, padding=False)
     want = x.update(data)
-    src, dst = evp.Mem(n), evp.Mem(n + 32)   # ready before the barrier: the calls start together
+    src, dst = evp.Mem(n), evp.Mem(n + 32)
     src.write(data)
-    bar.wait()
-    if late:
-        time.sleep(0.001)        # the two holders reach the slots first
+    bar.wait()                              # all ready: the holders' calls start together
+    if n == big:
+        while len(lines()) < seen + 2:      # both holders are in their runs
+            time.sleep(0.0001)              # (and have the GIL to get there)
     okc, outl = t.raw_update(dst.at(), src.at(), n)
     ok.append(okc and dst.read(outl) == want)
-ths = [threading.Thread(target=work, args=(n, n > 1 << 20)) for n in (1 << 20, 1 << 20, 128 << 20)]
-[th.start() for th in ths]
-[th.join() for th in ths]
-emit({"ok": len(ok) == 3 and all(ok)})
+for attempt in range(5):
+    seen, ok, bar = len(lines()), [], threading.Barrier(3)
+    ths = [threading.Thread(target=work, args=(n, ok, seen, bar)) for n in (big, 1 << 20, 1 << 20)]
+    [th.start() for th in ths]
+    [th.join() for th in ths]
+    runs = [int(ln.split()[1].split("=")[1]) for ln in lines()[seen:]]
+    emit({"ok": len(ok) == 3 and all(ok), "runs": runs})
+    if big not in runs:
+        break
 """
 
 
@@ -392,13 +402,13 @@ def test_queued_request_gets_a_head(require_provider, tmp_path):
         "ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "65536", "ACCELAES_GPU_PLUGIN": str(FAKE),
         "ACCELAES_FAKEGPU_DEVICE": "process", "ACCELAES_FAKEGPU_SLOW_US_PER_MIB": "2000",
         "ACCELAES_FAKEGPU_LOG": str(log)})
-    assert rc == 0 and res and res[-1]["ok"], err[-2000:]
-    runs = [int(dict(kv.split("=") for kv in ln.split())["bytes"]) for ln in log.read_text().splitlines()]
-    heads = [b for b in runs if 65536 <= b < 128 << 20 and b != 1 << 20]
-    print(f"run sizes {runs}; tail on the CPU {stat and stat['gpu_tail_cpu_bytes']}")
-    assert heads, f"the large request never got a slot for its head: runs {runs}"
+    assert rc == 0 and res and all(r["ok"] for r in res), err[-2000:]
+    runs = res[-1]["runs"]
+    heads = [b for b in runs if b != 1 << 20]
+    print(f"attempts {[r['runs'] for r in res]}; tail on the CPU {stat and stat['gpu_tail_cpu_bytes']}")
+    assert len(heads) == 1 and 65536 <= heads[0] < 128 << 20, f"no attempt gave the large request a head: {res}"
     assert stat["gpu_tail_cpu_bytes"] == (128 << 20) - heads[0], stat
-    assert stat["gpu_bytes"] == 2 * (1 << 20) + heads[0], stat
+    assert stat["gpu_bytes"] == sum(sum(r["runs"]) for r in res), stat
 
 
 # "Waits block": the same request through the fake's device process (the AES in another process, the
@@ -456,23 +466,49 @@ emit({"same": all(t.update(data) == x.update(data) for _ in range(2))})
 """
 
 
-@pytest.mark.parametrize("device", ["process", "inline"])
-def test_calibration_by_cpu_seconds(require_provider, device):
-    need_device()
-    rc, res, err, stat = run_child(CALIB, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": None,
-                                          "ACCELAES_GPU_PLUGIN": str(FAKE), "ACCELAES_FAKEGPU_DEVICE": device,
-                                          "ACCELAES_GPU_VERBOSE": "1"})
-    assert rc == 0 and res and res[-1]["same"], err[-2000:]
+def calibration(err):
+    """The calibration's lines: [(KiB, gpu wall, gpu cpu, cpu wall, cpu cpu, verdict)], and what it picked."""
     sizes = re.findall(r"calibration CTR (\d+) KiB: GPU ([\d.]+) ms wall ([\d.]+) ms CPU, CPU engine ([\d.]+) ms wall "
                        r"([\d.]+) ms CPU: (GPU|CPU)", err)
     picked = re.findall(r"gpu_min calibrated to (never: )?(\d+)", err)
     assert sizes and len(picked) == 1, err[-2000:]
-    print(f"{device}: {sizes} -> {picked}")
+    # The verdicts follow from the figures printed (the rule itself is test_gpu_calib's), and the pick
+    # is the first size the GPU won.
+    for kib, gw, gc, cw, cc, verdict in sizes:
+        gw, gc, cw, cc = map(float, (gw, gc, cw, cc))
+        wins = cc > 0 and gc < 0.5 * cc and gw <= 8.0 * cw
+        near = abs(gc - 0.5 * cc) < 0.002 or abs(gw - 8.0 * cw) < 0.002   # rounded to microseconds
+        assert near or (verdict == "GPU") == wins, (kib, gw, gc, cw, cc, verdict)
+    first = next((int(k) << 10 for k, *_, v in sizes if v == "GPU"), None)
+    assert (picked[0][0] == "") == (first is not None) and (first is None or int(picked[0][1]) == first), err
+    return sizes, None if picked[0][0] else int(picked[0][1])
+
+
+@pytest.mark.parametrize("device", ["process", "inline"])
+def test_calibration_by_cpu_seconds(require_provider, device):
+    need_device()
+    # The device process is chosen unless the wall guard refuses it: on a host loaded by other work its
+    # two threads get less of the cores than the CPU engine's one-core run needs. That is the guard
+    # doing its job, not the decision failing: the calibration runs again (at most three times).
+    for attempt in range(3):
+        rc, res, err, stat = run_child(CALIB, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": None,
+                                              "ACCELAES_GPU_PLUGIN": str(FAKE), "ACCELAES_FAKEGPU_DEVICE": device,
+                                              "ACCELAES_GPU_VERBOSE": "1"})
+        assert rc == 0 and res and res[-1]["same"], err[-2000:]
+        sizes, picked = calibration(err)
+        print(f"{device}: {sizes} -> {picked}")
+        if device == "inline" or picked is not None:
+            break
     if device == "process":
-        assert not picked[0][0] and int(picked[0][1]) <= 16 << 20, err[-2000:]
+        load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
+        if picked is None and load > cores and all(float(gc) < 0.5 * float(cc) for _, _, gc, _, cc, _ in sizes):
+            pytest.skip(f"the device freed the CPU at every size but the wall guard refused it three times on "
+                        f"a host with load average {load:.1f} on {cores} cores: {sizes}")
+        assert picked is not None and picked <= 16 << 20, err[-2000:]
         assert stat["gpu_bytes"] == 2 * (32 << 20), stat
     else:
-        assert picked[0][0] and all(s[-1] == "CPU" for s in sizes), err[-2000:]
+        # the CPU engine on the caller's thread is never cheaper than itself: no size passes the CPU share
+        assert picked is None and all(float(gc) >= 0.5 * float(cc) for _, _, gc, _, cc, _ in sizes), err[-2000:]
         assert stat["gpu_bytes"] == 0, stat
 
 
