@@ -41,7 +41,7 @@ ifneq ($(wildcard tools/accelaes-files.c),)
   TARGETS += $(BUILD)/accelaes-files
 endif
 ifneq ($(wildcard tests/fake_gpu_plugin.c),)
-  TARGETS += $(BUILD)/accelaes-fakegpu.so
+  TARGETS += $(BUILD)/accelaes-fakegpu.so $(BUILD)/tests/fake_gpu_device
 endif
 # build/bench/gpu_bench: the GPU plugin's end-to-end benchmark (bench/gpu_issue16.sh, tests/test_gpu_bench_harness.py).
 ifneq ($(wildcard bench/gpu_bench.c),)
@@ -95,8 +95,13 @@ $(BUILD)/accelaes-conf: tools/accelaes-conf.c $(wildcard tools/conf_*.c tools/co
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -o $@ $< $(wildcard tools/conf_*.c) -lcrypto
 
-$(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c accel/gpu_plugin.h $(BUILD)/libaccelaes.a
+$(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c tests/fake_gpu_device.h accel/gpu_plugin.h $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
+
+# The fake plugin's device process (ACCELAES_FAKEGPU_DEVICE=process), found beside it in tests/.
+$(BUILD)/tests/fake_gpu_device: tests/fake_gpu_device.c tests/fake_gpu_device.h $(BUILD)/libaccelaes.a
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
 
 # A legacy ENGINE for the exit tests (tests/test_exit.py); the ENGINE API is deprecated in 3.0.
 $(BUILD)/accelaes-test-engine.so: tests/fake_engine.c

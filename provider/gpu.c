@@ -1,5 +1,6 @@
 /* provider/gpu.c: the GPU plugin glue: dlopen of accelaes-cuda.so (or ACCELAES_GPU_PLUGIN) once per
- * process, gpu_min calibration, and runs on scheduler GPU units, batching requests that queue up. */
+ * process, when to calibrate gpu_min, and runs on scheduler GPU units; a request that finds every
+ * unit busy queues without blocking and works its own tail on the CPU meanwhile. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -16,31 +17,21 @@
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
-#define GPU_MAXSLOTS   16
-#define BATCH_MAX      32                    /* jobs per combined run call */
-#define BATCH_BYTES    (256u * 1024u * 1024u)
+#define GPU_MAXSLOTS 16
 #define UNITMAP_MAX    64
 /* backend=auto with gpu_min on auto: CUDA start-up costs about a quarter second per process
  * (bench/results/gpu-h100.md), the CPU time of ~1 GiB of AES. A process loads the plugin only once
  * it has asked about this many bytes of large requests, so short-lived processes never pay for it. */
 #define AUTO_WARMUP    (256ull << 20)
-/* The longest a request waits for a GPU unit before it runs on the CPU instead: a unit can stay
- * taken for good (a stopped holder, a damaged entry), a queued process works rather than idles,
- * and whatever another process of the user writes into the segment costs a request no more. */
+/* The longest the calibration waits for a GPU unit (it is tried again a second later): a unit
+ * can stay taken for good (a stopped holder, a damaged entry). Requests never wait: they queue
+ * without blocking and work their tails (run_queued). */
 #define GPU_WAIT_US    5000
-
-/* A request waiting for its leader (see acc_gpu_run). Lives on the follower's stack. */
-typedef struct waiter {
-    acc_gpu_job *job;
-    int finished;
-} waiter;
-
-/* Requests gathered by a leader while it waits for a GPU unit. Lives on the leader's stack;
- * followers only touch it under g.blk while it is g.open. */
-typedef struct batch {
-    waiter *w[BATCH_MAX];
-    size_t n, bytes;
-} batch;
+/* A queued request's CPU slices: an eighth of it, so that it polls its ticket often enough for
+ * a granted unit to idle little, within [64 KiB, 1 MiB] (a poll costs a scan of the FIFO, and
+ * a slice of 1 MiB is ~0.15 ms on one core, far within the 100 ms a ticket may stay silent). */
+#define TAIL_SLICE_MIN (64u * 1024u)
+#define TAIL_SLICE_MAX (1024u * 1024u)
 
 /* Process state of the glue. It belongs to the loaded plugin, which is per process: this is
  * the one place that knows about it. Reset in a forked child (atfork), where it is redone. */
@@ -53,28 +44,22 @@ static struct {
     int calibrated;
     size_t cal_min;                /* calibrated gpu_min (SIZE_MAX: the GPU never won) */
     double cal_retry;              /* no calibration attempt before this time (now_s) */
-    pthread_mutex_t blk;           /* batching and the unit -> slot map */
-    pthread_cond_t bcv;
-    batch *open;
+    pthread_mutex_t map;           /* the unit -> slot map */
     int unit_id[UNITMAP_MAX], nmapped;
-    char last_err[256];            /* the plugin's last_error() is per thread: kept for followers */
     uint64_t auto_seen;            /* bytes asked about under backend=auto, gpu_min=auto */
     pthread_mutex_t slot_lock[GPU_MAXSLOTS];
-} g = { .lock = PTHREAD_MUTEX_INITIALIZER, .blk = PTHREAD_MUTEX_INITIALIZER, .bcv = PTHREAD_COND_INITIALIZER };
+} g = { .lock = PTHREAD_MUTEX_INITIALIZER, .map = PTHREAD_MUTEX_INITIALIZER };
 /* Held across GPU runs and calibration (seconds): re-initialised in a child rather than waited for
  * at fork; the state behind them is keyed to g.pid and redone in the child. */
 ACC_FORK_SAFE(&g.lock, 1, "gpu load", ACC_RANK_GPU, ACC_FORK_RESET);
-ACC_FORK_SAFE(&g.blk, 1, "gpu batch", ACC_RANK_GPU, ACC_FORK_RESET);
+ACC_FORK_SAFE(&g.map, 1, "gpu slot map", ACC_RANK_GPU, ACC_FORK_RESET);
 ACC_FORK_SAFE(g.slot_lock, GPU_MAXSLOTS, "gpu slots", ACC_RANK_GPU, ACC_FORK_RESET);
 
 static void *g_dl;   /* the plugin stays loaded for the life of the process (fork keeps it mapped) */
 
 static void gpu_atfork_child(void)
 {
-    /* Only the forking thread survives: batches another thread led are gone (the locks are
-     * re-initialised by scheduler/forksafe.c). */
-    pthread_cond_init(&g.bcv, NULL);
-    g.open = NULL;
+    /* Only the forking thread survives (the locks are re-initialised by scheduler/forksafe.c). */
     g.pid = 0;
     g.auto_seen = 0;
 }
@@ -192,7 +177,7 @@ int acc_gpu_ready(const acc_settings *s)
 
 /* Scheduler unit id -> plugin slot, the same answer every time in this process: slots are given
  * to units in the order they are first seen; a unit beyond the map shares by modulo (the slot
- * lock then keeps two units off one slot's buffers). g.blk held. */
+ * lock then keeps two units off one slot's buffers). g.map held. */
 static int slot_of(int unit)
 {
     for (int i = 0; i < g.nmapped; i++)
@@ -208,9 +193,9 @@ static int slot_of(int unit)
 /* One plugin call on a unit's slot, serialised per slot. */
 static int run_on_unit(int unit, acc_gpu_job *jobs, size_t n)
 {
-    pthread_mutex_lock(&g.blk);
+    pthread_mutex_lock(&g.map);
     int slot = slot_of(unit);
-    pthread_mutex_unlock(&g.blk);
+    pthread_mutex_unlock(&g.map);
     pthread_mutex_lock(&g.slot_lock[slot]);
     int rc = g.pl->run(slot, jobs, n);
     pthread_mutex_unlock(&g.slot_lock[slot]);
@@ -224,76 +209,34 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* gpu_min = 0: time the GPU against the inline engine on CTR at growing sizes (best of two
- * each, after a warm-up run) and keep the first size where the GPU wins; SIZE_MAX if it never
- * does, so the provider is never slower than the CPU path it would replace; 0 when no GPU unit
- * was free within GPU_WAIT_US (calibration is tried again later). g.lock held. */
+static int calib_run(void *arg, acc_gpu_job *job)
+{
+    return run_on_unit(*(int *)arg, job, 1);
+}
+
+/* gpu_min = 0: measured against the CPU engine on a unit held for the whole calibration
+ * (gpu_calib.c); 0 when no GPU unit was free within GPU_WAIT_US (tried again later). g.lock held. */
 static size_t calibrate(void)
 {
-    static const size_t sizes[] = { 1u << 20, 4u << 20, 16u << 20 };
-    const size_t big = sizes[2];
-    const acc_engine *eng = acc_engine_default();
-    uint8_t key[16] = { 0 }, ctr[16] = { 0 };
-    uint8_t *buf = malloc(big);
-    acc_aes_key *ks = OPENSSL_zalloc(sizeof(*ks));
-    size_t found = SIZE_MAX;
-    int unit = -1;
-    if (!buf || !ks || !eng || !eng->set_key(ks, key, sizeof(key), 1))
-        goto done;
-    memset(buf, 0x5a, big);
-    unit = acc_sched_acquire(ACC_UNIT_GPU, GPU_WAIT_US);
-    if (unit < 0) {
-        found = 0;          /* no GPU unit free now: try again later */
-        goto done;
-    }
-    for (int warm = 1, i = 0; i < 3; i++) {
-        double cpu = 1e9, gpu = 1e9;
-        for (int rep = 0; rep < 2 + warm; rep++) {
-            acc_gpu_job job = { acc_gpu_abi_op(ACC_OP_CTR), 128, key, { 0 }, buf, buf, sizes[i], 0 };
-            double t0 = now_s();
-            if (run_on_unit(unit, &job, 1) != 0 || job.done != sizes[i])
-                goto done;
-            double t1 = now_s();
-            if (!eng->ctr(ks, buf, buf, sizes[i] / 16, ctr))
-                goto done;          /* no CPU figure to compare with: the GPU is not chosen */
-            double t2 = now_s();
-            if (rep >= warm) {
-                gpu = t1 - t0 < gpu ? t1 - t0 : gpu;
-                cpu = t2 - t1 < cpu ? t2 - t1 : cpu;
-            }
-        }
-        warm = 0;
-        if (secure_getenv("ACCELAES_GPU_VERBOSE"))   /* a trace for benchmarks; off by default */
-            fprintf(stderr, "accelaes-gpu: calibration CTR %zu KiB: GPU %.3f ms, CPU engine %.3f ms\n",
-                    sizes[i] >> 10, gpu * 1e3, cpu * 1e3);
-        if (gpu < cpu) {
-            found = sizes[i];
-            break;
-        }
-    }
-done:
-    if (unit >= 0)
-        acc_sched_release(unit, 0, 0);
-    if (ks && eng)
-        eng->free_key(ks);
-    OPENSSL_free(ks);
-    free(buf);
+    int unit = acc_sched_acquire(ACC_UNIT_GPU, GPU_WAIT_US);
+    if (unit < 0)
+        return 0;
+    size_t found = acc_gpu_calibrate(calib_run, &unit, secure_getenv("ACCELAES_GPU_VERBOSE") != NULL);
+    acc_sched_release(unit, 0, 0);
     return found;
 }
 
-/* Whether the GPU pays for len bytes now: the plugin is up and len reaches gpu_min as set, or
- * as calibrated. Which ops and sizes may ask at all is the policy's (provider/policy.c). */
-static int gpu_pays(const acc_settings *s, size_t len)
+/* The size from which the GPU pays for a request now (SIZE_MAX: it does not): gpu_min as set, or
+ * as calibrated once the plugin is up. Which ops and sizes may ask at all is the policy's. */
+static size_t gpu_min_now(const acc_settings *s, size_t len)
 {
-    if (len == 0 || len % 16)
-        return 0;
     if (s->gpu_min == 0 && s->backend == ACC_BACKEND_AUTO
         && __atomic_add_fetch(&g.auto_seen, len, __ATOMIC_RELAXED) < AUTO_WARMUP)
-        return 0;
+        return SIZE_MAX;
     if (!acc_gpu_ready(s))
-        return 0;
+        return SIZE_MAX;
     if (s->gpu_min != 0)
-        return len >= s->gpu_min;
+        return s->gpu_min;
     pthread_mutex_lock(&g.lock);
     if (!g.calibrated && now_s() >= g.cal_retry) {
         g.cal_min = calibrate();
@@ -305,19 +248,105 @@ static int gpu_pays(const acc_settings *s, size_t len)
     }
     size_t min = g.calibrated ? g.cal_min : SIZE_MAX;
     pthread_mutex_unlock(&g.lock);
-    return len >= min;
+    return min;
+}
+
+/* A GPU request (or part of one) ends on the CPU: counted, and said once on stderr when the user
+ * asked for backend = cuda. */
+static void fell_back(const acc_settings *s, const char *reason)
+{
+    acc_sched_event(ACC_EV_GPU_FALLBACK);
+    if (s->backend != ACC_BACKEND_CUDA || g.warned)
+        return;
+    char why[320];
+    snprintf(why, sizeof(why), "the GPU failed a request (%s)", reason);
+    pthread_mutex_lock(&g.lock);
+    warn_once(s, why);
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* Run job on a unit this thread holds, give the unit back, count the GPU's bytes. Returns the
+ * bytes done (0 for a plugin that breaks the completion contract); job->iv matches them. */
+static size_t run_held(const acc_settings *s, int unit, acc_gpu_job *job)
+{
+    char err[256] = "";
+    if (run_on_unit(unit, job, 1) != 0) /* last_error is per thread: read it on this one */
+        snprintf(err, sizeof(err), "%s", g.pl->last_error());
+    if (job->done > job->len || job->done % 16)
+        job->done = 0;
+    acc_sched_release(unit, job->done, 1);
+    if (job->done)
+        acc_sched_count(ACC_PATH_GPU, job->done, 1);
+    if (job->done < job->len)
+        fell_back(s, err[0] ? err : "the plugin did not finish the request");
+    return job->done;
+}
+
+static size_t tail_slice(size_t len)
+{
+    size_t slice = len / 8;
+    slice = slice < TAIL_SLICE_MIN ? TAIL_SLICE_MIN : slice > TAIL_SLICE_MAX ? TAIL_SLICE_MAX : slice;
+    return slice & ~(size_t)15;
+}
+
+/* Every GPU unit is busy: queue, and run slices from the end on the CPU until the unit comes
+ * (the GPU gets the head, untouched so far: in == out stays legal) or the head left is too small
+ * for the GPU to pay (min), then the CPU does it too. The IV to continue with is read first: an
+ * in-place CBC-decrypt tail overwrites the last ciphertext block. */
+static size_t run_queued(const acc_settings *s, acc_op op, acc_gpu_job *job, size_t min, const acc_gpu_cpu *cpu)
+{
+    acc_sched_ticket tk;
+    uint8_t last[16], iv[16];
+    size_t len = job->len, head = len, slice = tail_slice(len), done = 0;
+    int unit;
+    if (acc_sched_enqueue(ACC_UNIT_GPU, &tk) != 0) {
+        fell_back(s, "no GPU unit could be taken from the scheduler");
+        return 0;
+    }
+    memcpy(last, job->iv, 16);
+    acc_iv_at_block(op, job->iv, job->in, job->out, len / 16, last);
+    while ((unit = acc_sched_poll(&tk)) < 0) {
+        if (head < min + slice || head <= slice) {
+            acc_sched_cancel(&tk);
+            break;
+        }
+        memcpy(iv, job->iv, 16);
+        acc_iv_at_block(op, job->iv, job->in, job->out, (head - slice) / 16, iv);
+        if (!cpu->run(cpu->arg, job->in + head - slice, job->out + head - slice, slice / 16, iv)) {
+            acc_sched_cancel(&tk);
+            return ACC_GPU_CPU_FAILED;
+        }
+        head -= slice;
+    }
+    if (head < len) {
+        acc_sched_count(ACC_PATH_INLINE, len - head, 1);
+        acc_sched_event_add(ACC_EV_GPU_TAIL_BYTES, len - head);
+    }
+    job->len = head;
+    if (unit >= 0)
+        done = run_held(s, unit, job);
+    else
+        fell_back(s, "every GPU unit stayed busy while the request ran on the CPU");
+    if (done < head) { /* job->iv is the IV at done (the plugin's completion contract) */
+        if (!cpu->run(cpu->arg, job->in + done, job->out + done, (head - done) / 16, job->iv))
+            return ACC_GPU_CPU_FAILED;
+        acc_sched_count(ACC_PATH_INLINE, head - done, head == len); /* one inline request, not two */
+    }
+    memcpy(job->iv, last, 16);
+    job->len = len;
+    return len;
 }
 
 size_t acc_gpu_offload(const acc_settings *s, acc_op op, const uint8_t *key, size_t keylen, uint8_t iv[16],
-                       const uint8_t *in, uint8_t *out, size_t len)
+                       const uint8_t *in, uint8_t *out, size_t len, const acc_gpu_cpu *cpu)
 {
     acc_gpu_job job;
-    int abi = acc_gpu_abi_op(op);
-    size_t done;
+    int abi = acc_gpu_abi_op(op), unit;
+    size_t done, min;
 
     /* which ops and sizes may come here is the policy's; backend=cpu never gets here (and
      * acc_gpu_ready refuses it) */
-    if (s == NULL || abi == 0 || !gpu_pays(s, len))
+    if (s == NULL || abi == 0 || len == 0 || len % 16 || (min = gpu_min_now(s, len)) > len)
         return 0;
     memset(&job, 0, sizeof(job));
     job.op = abi;
@@ -327,104 +356,17 @@ size_t acc_gpu_offload(const acc_settings *s, acc_op op, const uint8_t *key, siz
     job.in = in;
     job.out = out;
     job.len = len;
-    done = acc_gpu_run(s, &job);
-    if (done > len || done % 16 != 0)
-        done = 0;          /* a plugin that breaks the contract gets no credit */
-    if (done > 0 && acc_op_has_iv(op))
+    unit = acc_sched_try_acquire(ACC_UNIT_GPU);
+    if (unit >= 0)
+        done = run_held(s, unit, &job);
+    else if (cpu != NULL && cpu->run != NULL)
+        done = run_queued(s, op, &job, min, cpu);
+    else {
+        fell_back(s, "no GPU unit was free");
+        done = 0;
+    }
+    if (done > 0 && done != ACC_GPU_CPU_FAILED && acc_op_has_iv(op))
         memcpy(iv, job.iv, 16);
     OPENSSL_cleanse(&job, sizeof(job));
     return done;
-}
-
-/* Leader: run its own request plus the followers that joined while it waited for a unit. */
-static void lead(batch *b, int unit)
-{
-    acc_gpu_job jobs[BATCH_MAX];
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < b->n; i++)
-        jobs[i] = *b->w[i]->job;
-    if (unit >= 0) {
-        if (run_on_unit(unit, jobs, b->n) != 0) {
-            pthread_mutex_lock(&g.blk);
-            snprintf(g.last_err, sizeof(g.last_err), "%s", g.pl->last_error());
-            pthread_mutex_unlock(&g.blk);
-        }
-        for (size_t i = 0; i < b->n; i++)
-            bytes += jobs[i].done <= jobs[i].len ? jobs[i].done : 0;
-        acc_sched_release(unit, bytes, b->n);
-    } else {
-        for (size_t i = 0; i < b->n; i++)
-            jobs[i].done = 0;
-        pthread_mutex_lock(&g.blk);
-        snprintf(g.last_err, sizeof(g.last_err), "no GPU unit could be taken from the scheduler");
-        pthread_mutex_unlock(&g.blk);
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        b->w[i]->job->done = jobs[i].done;
-        memcpy(b->w[i]->job->iv, jobs[i].iv, 16);
-    }
-    OPENSSL_cleanse(jobs, sizeof(jobs[0]) * b->n);
-}
-
-size_t acc_gpu_run(const acc_settings *s, acc_gpu_job *job)
-{
-    waiter me = { job, 0 };
-    batch b = { { &me }, 1, job ? job->len : 0 };
-    int unit;
-    if (!job)
-        return 0;
-    job->done = 0;
-    if (!acc_gpu_ready(s) || job->len == 0) {
-        if (job->len)
-            acc_sched_event(ACC_EV_GPU_FALLBACK);
-        return 0;
-    }
-    /* An idle unit: run now. Otherwise join the open batch of a leader that waits for one,
-     * or become that leader: requests that queue behind busy slots then go in one run call. */
-    unit = acc_sched_try_acquire(ACC_UNIT_GPU);
-    if (unit < 0) {
-        pthread_mutex_lock(&g.blk);
-        batch *ob = g.open;
-        if (ob && ob->n < BATCH_MAX && ob->bytes + job->len <= BATCH_BYTES) {
-            ob->w[ob->n++] = &me;
-            ob->bytes += job->len;
-            while (!me.finished)
-                pthread_cond_wait(&g.bcv, &g.blk);
-            pthread_mutex_unlock(&g.blk);
-            goto account;
-        }
-        g.open = &b;
-        pthread_mutex_unlock(&g.blk);
-        unit = acc_sched_acquire(ACC_UNIT_GPU, GPU_WAIT_US);
-        pthread_mutex_lock(&g.blk);
-        if (g.open == &b)
-            g.open = NULL;     /* closed: from here on only this thread touches b */
-        pthread_mutex_unlock(&g.blk);
-    }
-    lead(&b, unit);
-    if (b.n > 1) {
-        pthread_mutex_lock(&g.blk);
-        for (size_t i = 1; i < b.n; i++)
-            b.w[i]->finished = 1;
-        pthread_cond_broadcast(&g.bcv);
-        pthread_mutex_unlock(&g.blk);
-    }
-account:
-    if (job->done > job->len || job->done % 16)
-        job->done = 0;
-    if (job->done)
-        acc_sched_count(ACC_PATH_GPU, job->done, 1);
-    if (job->done < job->len) {
-        acc_sched_event(ACC_EV_GPU_FALLBACK);
-        if (s->backend == ACC_BACKEND_CUDA && !g.warned) {
-            char why[320];
-            pthread_mutex_lock(&g.blk);
-            snprintf(why, sizeof(why), "the GPU failed a request (%s)", g.last_err);
-            pthread_mutex_unlock(&g.blk);
-            pthread_mutex_lock(&g.lock);
-            warn_once(s, why);
-            pthread_mutex_unlock(&g.lock);
-        }
-    }
-    return job->done;
 }

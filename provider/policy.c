@@ -162,6 +162,12 @@ static int split_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t 
     return 1;
 }
 
+/* The inline engine for the slices a request queued for the GPU runs meanwhile (provider/gpu.c). */
+static int gpu_cpu_run(void *arg, const uint8_t *in, uint8_t *out, size_t nblocks, uint8_t iv[16])
+{
+    return acc_ctx_run(arg, in, out, nblocks, iv);
+}
+
 static int overlaps_partially(const uint8_t *in, const uint8_t *out, size_t len)
 {
     return in != out && out < in + len && in < out + len;
@@ -179,8 +185,12 @@ int acc_policy_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t
     }
     if ((paths & (ACC_TRY_GPU | ACC_TRY_SPLIT)) && !overlaps_partially(in, out, len)) {
         if (paths & ACC_TRY_GPU) {
-            /* the GPU does a prefix; the CPU finishes whatever it did not */
-            size_t done = acc_gpu_offload(&c->prov->settings, c->op, c->rawkey, c->keylen, c->iv, in, out, len);
+            /* the GPU does a prefix; the CPU finishes whatever it did not (a request that queued
+             * for the GPU comes back finished, its tail run on this thread meanwhile) */
+            acc_gpu_cpu cpu = { gpu_cpu_run, c };
+            size_t done = acc_gpu_offload(&c->prov->settings, c->op, c->rawkey, c->keylen, c->iv, in, out, len, &cpu);
+            if (done == ACC_GPU_CPU_FAILED)
+                return acc_engine_fail(c, len);
             in += done;
             out += done;
             len -= done;

@@ -116,13 +116,18 @@ void acc_sched_count(acc_path path, uint64_t bytes, uint64_t requests)
 
 void acc_sched_event(acc_event ev)
 {
-    if ((unsigned)ev >= ACC_EV_COUNT)
+    acc_sched_event_add(ev, 1);
+}
+
+void acc_sched_event_add(acc_event ev, uint64_t n)
+{
+    if ((unsigned)ev >= ACC_EV_COUNT || n == 0)
         return;
     acc_shm_table *t = acc_sched_count_table();
     if (t == NULL)
         return;
     acc_shm_proc *p = acc_sched_count_proc();
     if (p != NULL)
-        ACC_ADD(&p->events[ev], 1);
-    ACC_ADD(&t->hdr.events[ev], 1);
+        ACC_ADD(&p->events[ev], n);
+    ACC_ADD(&t->hdr.events[ev], n);
 }

@@ -5,7 +5,8 @@
  * word and wakes it. Waiters sleep in 20 ms slices and refresh a heartbeat each slice, so a
  * waiter killed in the queue (kill -9 leaves its entry behind) is found dead by its tgkill
  * check or, if its pid was reused, by a heartbeat 2 s stale, and is removed: it delays the
- * queue, never blocks it. Limit: CPU units are per process (affinity, workers), so with
+ * queue, never blocks it. A ticket may also be held without sleeping (acc_sched_enqueue /
+ * poll / cancel): its holder works meanwhile and refreshes the heartbeat at each poll. Limit: CPU units are per process (affinity, workers), so with
  * waiters for CPU units from processes with different core sets the head may wait for a
  * core it cannot use; the provider only waits for GPU slots. */
 #define _GNU_SOURCE
@@ -146,6 +147,96 @@ static int poll_acquire(acc_shm_table *t, acc_unit_kind kind, uint64_t deadline)
     }
 }
 
+/* One look at the ticket's turn (both the blocking and the polling waiter): queue again at the
+ * back if someone took us for dead, refresh the heartbeat, and, as the oldest live waiter, try
+ * to take a unit. *seen: the futex word as read before the try, to sleep on. */
+static int ticket_turn(acc_shm_table *t, acc_sched_ticket *tk, uint64_t now, uint32_t *seen)
+{
+    if (tk->idx < 0) {
+        acc_sched_sweep(t, tk->kind);
+        tk->idx = enqueue(t, tk->kind, &tk->ticket);   /* room again: into the queue */
+        if (tk->idx < 0)
+            return acc_sched_try_kind(t, tk->kind);
+    }
+    acc_shm_waiter *w = &t->waiters[tk->idx];
+    /* Someone took us for dead (we were stopped, say): queue again, at the back. */
+    if (ACC_LOAD_ACQ(&w->state) != ACC_WAITER_WAITING || ACC_LOAD(&w->ticket) != tk->ticket
+        || ACC_LOAD(&w->pid) != acc_sched_pid() || ACC_LOAD(&w->tid) != acc_sched_tid()) {
+        tk->idx = enqueue(t, tk->kind, &tk->ticket);
+        *seen = 0;
+        return -1;
+    }
+    ACC_STORE(&w->heartbeat_ns, now);
+    *seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
+    if (!is_head(t, (uint32_t)tk->idx, tk->ticket, tk->kind, now))
+        return -1;
+    acc_sched_sweep(t, tk->kind);
+    int id = acc_sched_try_kind(t, tk->kind);
+    if (id >= 0) {
+        drop(t, (uint32_t)tk->idx, tk->ticket);
+        tk->idx = -1;
+        /* Pass the turn on: another unit may be idle for the next waiter. */
+        if (ACC_LOAD(&t->hdr.nwaiting[tk->kind]) != 0)
+            acc_fifo_notify(t, tk->kind);
+    }
+    return id;
+}
+
+static void ticket_leave(acc_shm_table *t, acc_sched_ticket *tk)
+{
+    acc_unit_kind kind = tk->kind;
+    if (tk->idx >= 0)
+        drop(t, (uint32_t)tk->idx, tk->ticket);
+    tk->idx = -1;
+    tk->kind = 0;
+    /* We may have been woken for a unit we now leave idle: the next waiter takes it. */
+    if (ACC_LOAD(&t->hdr.nwaiting[kind]) != 0)
+        acc_fifo_notify(t, kind);
+}
+
+int acc_sched_enqueue(acc_unit_kind kind, acc_sched_ticket *tk)
+{
+    acc_shm_table *t = acc_sched_table();
+    if (tk == NULL)
+        return -1;
+    tk->kind = 0;
+    tk->idx = -1;
+    if (t == NULL || (kind != ACC_UNIT_CPU && kind != ACC_UNIT_GPU) || !has_kind(t, kind))
+        return -1;
+    acc_sched_event(ACC_EV_WAIT);
+    tk->kind = kind;
+    tk->idx = enqueue(t, kind, &tk->ticket);   /* -1: full; poll takes any idle unit instead */
+    return 0;
+}
+
+/* A ticket this process holds: a queued kind and an entry in the table or -1 (caller memory,
+ * but an index is bounds-checked wherever it comes from). */
+static int ticket_ok(const acc_sched_ticket *tk)
+{
+    return tk != NULL && (tk->kind == ACC_UNIT_CPU || tk->kind == ACC_UNIT_GPU) && tk->idx >= -1
+           && tk->idx < (int)ACC_SHM_MAX_WAITERS;
+}
+
+int acc_sched_poll(acc_sched_ticket *tk)
+{
+    acc_shm_table *t = acc_sched_ready_table();
+    uint32_t seen;
+    if (t == NULL || !ticket_ok(tk))
+        return -1;
+    int id = ticket_turn(t, tk, acc_now_ns(), &seen);
+    if (id >= 0)
+        tk->kind = 0;   /* spent */
+    return id;
+}
+
+void acc_sched_cancel(acc_sched_ticket *tk)
+{
+    acc_shm_table *t = acc_sched_ready_table();
+    if (t == NULL || !ticket_ok(tk))
+        return;
+    ticket_leave(t, tk);
+}
+
 int acc_sched_acquire(acc_unit_kind kind, long timeout_us)
 {
     acc_shm_table *t = acc_sched_table();
@@ -158,40 +249,23 @@ int acc_sched_acquire(acc_unit_kind kind, long timeout_us)
     /* Negative, or beyond ~11 days (where the ns arithmetic could wrap): no limit. */
     uint64_t deadline = timeout_us < 0 || timeout_us > 1000000000000L ? UINT64_MAX
                                                                      : now + (uint64_t)timeout_us * 1000u;
-    acc_sched_event(ACC_EV_WAIT);
-    uint64_t ticket = 0;
-    int idx = enqueue(t, kind, &ticket);
+    acc_sched_ticket tk;
+    if (acc_sched_enqueue(kind, &tk) != 0)
+        return -1;
     for (;;) {
-        if (idx < 0)
-            return poll_acquire(t, kind, deadline);
-        acc_shm_waiter *w = &t->waiters[idx];
+        if (tk.idx < 0)
+            return poll_acquire(t, kind, deadline);   /* the FIFO is full: polled, not in order */
+        uint32_t seen = 0;
         now = acc_now_ns();
-        /* Someone took us for dead (we were stopped, say): queue again, at the back. */
-        if (ACC_LOAD_ACQ(&w->state) != ACC_WAITER_WAITING || ACC_LOAD(&w->ticket) != ticket
-            || ACC_LOAD(&w->pid) != acc_sched_pid() || ACC_LOAD(&w->tid) != acc_sched_tid()) {
-            idx = enqueue(t, kind, &ticket);
-            continue;
-        }
-        ACC_STORE(&w->heartbeat_ns, now);
-        uint32_t seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
-        if (is_head(t, (uint32_t)idx, ticket, kind, now)) {
-            acc_sched_sweep(t, kind);
-            id = acc_sched_try_kind(t, kind);
-            if (id >= 0) {
-                drop(t, (uint32_t)idx, ticket);
-                /* Pass the turn on: another unit may be idle for the next waiter. */
-                if (ACC_LOAD(&t->hdr.nwaiting[kind]) != 0)
-                    acc_fifo_notify(t, kind);
-                return id;
-            }
-        }
+        id = ticket_turn(t, &tk, now, &seen);
+        if (id >= 0)
+            return id;
         if (now >= deadline) {
-            drop(t, (uint32_t)idx, ticket);
-            if (ACC_LOAD(&t->hdr.nwaiting[kind]) != 0)
-                acc_fifo_notify(t, kind);
+            ticket_leave(t, &tk);
             return -1;
         }
         uint64_t left = deadline - now;
-        acc_futex_wait(&w->word, seen, left < SLICE_NS ? left : SLICE_NS);
+        if (tk.idx >= 0)   /* else requeued: the loop polls */
+            acc_futex_wait(&t->waiters[tk.idx].word, seen, left < SLICE_NS ? left : SLICE_NS);
     }
 }

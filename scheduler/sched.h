@@ -23,6 +23,9 @@ typedef enum {
     ACC_EV_WAIT = 0,          /* waited in the FIFO for a unit */
     ACC_EV_RECOVERY = 1,      /* recovered a unit left BUSY by a dead owner (its owner word names a gone thread) */
     ACC_EV_GPU_FALLBACK = 2,  /* a GPU request (or part of one) finished on the CPU */
+    /* Not a count but bytes: the tails of GPU requests that the caller ran on the CPU while it
+     * was queued for a GPU unit (provider/gpu.c). They are in the inline bytes too. */
+    ACC_EV_GPU_TAIL_BYTES = 3,
     ACC_EV_COUNT
 } acc_event;
 
@@ -58,6 +61,26 @@ int acc_sched_try_acquire(acc_unit_kind kind);
  * timeout_us < 0 waits without limit. Returns its id, or -1 (no such unit, or timeout). */
 int acc_sched_acquire(acc_unit_kind kind, long timeout_us);
 
+/* A place in the FIFO held without blocking: the caller works on while it waits and asks between
+ * pieces of that work whether its turn came. It must ask (or cancel) at least every 100 ms: a
+ * ticket whose holder is silent for 200 ms is passed over by newcomers, for 2 s dropped as dead. */
+typedef struct acc_sched_ticket {
+    acc_unit_kind kind;
+    int idx;             /* FIFO entry; -1 when the FIFO was full: poll then takes any idle unit */
+    uint64_t ticket;
+} acc_sched_ticket;
+
+/* Queue the calling thread for a unit of kind without waiting (counts one ACC_EV_WAIT). 0 queued,
+ * -1 (nothing queued) when there is no unit of that kind or no table. */
+int acc_sched_enqueue(acc_unit_kind kind, acc_sched_ticket *tk);
+
+/* From the thread that queued: the unit id when the ticket's turn came and a unit was taken (the
+ * ticket is then spent), or -1: still queued. Never waits. */
+int acc_sched_poll(acc_sched_ticket *tk);
+
+/* Leave the queue (the turn passes to the next waiter); a spent or unqueued ticket is a no-op. */
+void acc_sched_cancel(acc_sched_ticket *tk);
+
 /* Give a unit back; its bytes and requests served grow by the given amounts. */
 void acc_sched_release(int unit, uint64_t bytes, uint64_t requests);
 
@@ -69,6 +92,8 @@ int acc_sched_add_gpu_units(int n, int node, const char *devname);
 /* Per-process counters; cheap, lock-free, safe from any thread. */
 void acc_sched_count(acc_path path, uint64_t bytes, uint64_t requests);
 void acc_sched_event(acc_event ev);
+/* Add n to an event's figure (ACC_EV_GPU_TAIL_BYTES counts bytes). */
+void acc_sched_event_add(acc_event ev, uint64_t n);
 
 /* ---- worker pool (scheduler/pool.c) ---- */
 

@@ -1,7 +1,9 @@
 """tests/test_gpu_provider.py: the provider's GPU path (provider/gpu.c) end to end, through EVP in a
 child process: with the fake GPU plugin outputs must equal the default provider's, accelaes-stat must
 show the GPU bytes and fallbacks, failures must fall back silently (backend=auto) or with exactly one
-stderr line (backend=cuda), and backend=cpu must never load a plugin.
+stderr line (backend=cuda), and backend=cpu must never load a plugin. Requests that queue for a busy
+slot work their tails meanwhile (here with threads; with the fake's device process, what that costs the
+caller's CPU and how the calibration decides: tests/test_gpu_queue.py).
 
 With ACCELAES_TEST_GPU_PLUGIN=build/accelaes-cuda.so (on a machine with a GPU) the same identity and
 counter checks run against the real plugin."""
@@ -17,6 +19,7 @@ import pytest
 from conftest import BUILD, MODULE, PROVIDER, STAT_TOOL, cuda_not_built
 
 FAKE = BUILD / "accelaes-fakegpu.so"
+DEVICE = BUILD / "tests" / "fake_gpu_device"
 CUDA = BUILD / "accelaes-cuda.so"
 PLUGIN = os.environ.get("ACCELAES_TEST_GPU_PLUGIN", str(FAKE))
 WARN = "accelaes: backend=cuda but"
@@ -100,10 +103,14 @@ def plugin(require_provider):
     return PLUGIN
 
 
-def test_gpu_path_identical_and_counted(plugin, tmp_path):
+@pytest.mark.parametrize("device", ["inline", "process"])
+def test_gpu_path_identical_and_counted(plugin, tmp_path, device):
+    if device == "process" and (plugin != str(FAKE) or not DEVICE.exists()):
+        pytest.skip(f"the device process is the fake plugin's ({DEVICE})")
     log = tmp_path / "runs.log"
     rc, res, err, stat = run_child(IDENTITY, {"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16",
-                                             "ACCELAES_GPU_PLUGIN": plugin, "ACCELAES_FAKEGPU_LOG": str(log)})
+                                             "ACCELAES_GPU_PLUGIN": plugin, "ACCELAES_FAKEGPU_LOG": str(log),
+                                             "ACCELAES_FAKEGPU_DEVICE": device})
     assert check_identity(res, rc, err), "the GPU plugin was never loaded"
     assert warn_lines(err) == [], err
     if plugin == str(FAKE):
@@ -183,11 +190,10 @@ def test_backend_cpu_never_loads_plugin(require_provider, tmp_path):
         assert stat["gpu_bytes"] == 0 and stat["gpu_fallbacks"] == 0, stat
 
 
-# Threads that arrive while both fake slots are busy wait for a unit at most GPU_WAIT_US (5 ms:
-# a queued request runs on the CPU rather than idle, and nothing written into the segment can
-# make it wait longer). With runs of 1 ms, a slot frees within that wait: the leader then takes
-# the requests that joined it into one run call. With runs of 300 ms none frees in time: every
-# queued request is finished on the CPU, byte for byte. A forked child redoes the plugin set-up.
+# Threads that arrive while both fake slots are busy take a FIFO ticket without blocking and run their
+# request's tail on the CPU until a slot is theirs (the GPU then gets the head left) or the head is too
+# small to pay: with runs of 1 ms some get a slot, with runs of 300 ms none does and every queued request
+# is finished on the CPU, byte for byte. A forked child redoes the plugin set-up.
 CONCURRENT = r"""
 import os, threading
 lc = evp.LibCtx(["default", "accelaes"], modules_dir=os.environ["OPENSSL_MODULES"])
@@ -229,20 +235,29 @@ def run_concurrent(tmp_path, delay_ms, rounds):
     runs = [dict(kv.split("=") for kv in ln.split()) for ln in log.read_text().splitlines()]
     assert all(r["slot"] in ("0", "1") for r in runs), runs
     assert any(int(r["pid"]) == got["child"] for r in runs), "the forked child never reached the GPU plugin"
-    return got, [r for r in runs if int(r["pid"]) == got["parent"]], err
+    return got, [r for r in runs if int(r["pid"]) == got["parent"]], err, stat
 
 
-def test_batching_and_fork(require_provider, tmp_path):
-    got, parent, err = run_concurrent(tmp_path, 1, 6)
-    assert max(int(r["njobs"]) for r in parent) > 1, f"no run call combined queued requests: {parent}"
+def test_queued_threads_and_fork(require_provider, tmp_path):
+    """The leader/follower batching is gone (a follower slept on a condition variable while its own core
+    could work): every run call carries one request, and a queued request works its tail instead."""
+    got, parent, err, stat = run_concurrent(tmp_path, 1, 6)
+    assert all(int(r["njobs"]) == 1 for r in parent), parent
+    if stat is None:
+        pytest.skip(f"{STAT_TOOL} is not built: outputs checked, counters not")
+    assert stat["waits"] > 0 and stat["gpu_tail_cpu_bytes"] > 0, stat
+    assert stat["gpu_tail_cpu_bytes"] <= stat["inline_bytes"], stat
 
 
 def test_busy_gpu_costs_a_bounded_wait(require_provider, tmp_path):
     t0 = time.monotonic()
-    got, parent, err = run_concurrent(tmp_path, 300, 1)
-    # The two requests that found a slot ran there; the six others did not wait 300 ms for one.
+    got, parent, err, stat = run_concurrent(tmp_path, 300, 1)
+    # The two requests that found a slot ran there; the six others did not wait 300 ms for one: they
+    # ran their tails, then the rest, on the CPU (one stderr line says the GPU did not take them).
     assert sum(int(r["njobs"]) for r in parent) == 2, parent
     assert "backend=cuda but the GPU failed a request" in err, err
+    if stat is not None:
+        assert stat["gpu_tail_cpu_bytes"] > 0 and stat["gpu_fallbacks"] >= 6, stat
     print(f"8 requests, 2 slots busy 300 ms each: {time.monotonic() - t0:.2f} s in all")
 
 

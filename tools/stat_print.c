@@ -73,9 +73,10 @@ static void json_counts(FILE *out, const char *sep, const uint64_t *bytes, const
     for (int k = 0; k < ACC_PATH_COUNT; k++)
         fprintf(out, "%s\"%s_bytes\": %llu, \"%s_requests\": %llu", k ? ", " : sep, path_names[k],
                 (unsigned long long)bytes[k], path_names[k], (unsigned long long)requests[k]);
-    fprintf(out, ", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu}",
+    /* gpu_tail_cpu_bytes: a part of inline_bytes (the tails queued GPU requests ran on the CPU) */
+    fprintf(out, ", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu, \"gpu_tail_cpu_bytes\": %llu}",
             (unsigned long long)events[ACC_EV_WAIT], (unsigned long long)events[ACC_EV_RECOVERY],
-            (unsigned long long)events[ACC_EV_GPU_FALLBACK]);
+            (unsigned long long)events[ACC_EV_GPU_FALLBACK], (unsigned long long)events[ACC_EV_GPU_TAIL_BYTES]);
 }
 
 static void json_procs(FILE *out, const acc_shm_table *t)
@@ -199,8 +200,9 @@ static void text_counts(FILE *out, const uint64_t *bytes, const uint64_t *reques
     char b[32];
     for (int k = 0; k < ACC_PATH_COUNT; k++)
         fprintf(out, " %11s %8llu", human(bytes[k], b, sizeof(b)), (unsigned long long)requests[k]);
-    fprintf(out, " %6llu %5llu %6llu\n", (unsigned long long)events[ACC_EV_WAIT],
-            (unsigned long long)events[ACC_EV_RECOVERY], (unsigned long long)events[ACC_EV_GPU_FALLBACK]);
+    fprintf(out, " %6llu %5llu %6llu %11s\n", (unsigned long long)events[ACC_EV_WAIT],
+            (unsigned long long)events[ACC_EV_RECOVERY], (unsigned long long)events[ACC_EV_GPU_FALLBACK],
+            human(events[ACC_EV_GPU_TAIL_BYTES], b, sizeof(b)));
 }
 
 static void text_procs(FILE *out, const acc_shm_table *t)
@@ -208,7 +210,7 @@ static void text_procs(FILE *out, const acc_shm_table *t)
     fprintf(out, "\n%8s %5s", "pid", "alive");
     for (int k = 0; k < ACC_PATH_COUNT; k++)
         fprintf(out, " %11s %8s", path_names[k], "req");
-    fprintf(out, " %6s %5s %6s\n", "waits", "recov", "gpu_fb");
+    fprintf(out, " %6s %5s %6s %11s\n", "waits", "recov", "gpu_fb", "gpu_tail");
     int exited = 0, waiting = 0;
     for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
         const acc_shm_proc *p = &t->procs[i];
