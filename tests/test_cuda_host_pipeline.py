@@ -129,9 +129,14 @@ def check_dma(scenario, env, st, out):
     assert (st["kern_host"] > 0) == (dma == "pageable"), f"kernels on callers' memory iff pageable: {st}"
     moved = st["d2h_reg"] + st["kern_host"]
     assert moved > 0, f"nothing went direct: {st}"
-    if env.get("ACCELAES_CUDA_DIRECT_MIN_KB") == "0" and env.get("MOCK_CUDA_RO_REGISTER") != "0":
-        # every job direct: no staging buffer carried data, no host team started
-        assert st["d2h_pinned_blocks"] == 0 and st["threads_end"] == st["threads_start"], st
+    # (batch under the cache: a group of up to 1024 jobs asks for up to 2048 ranges, more than the cache's 256
+    # entries; what it cannot hold and cannot register beside its entries goes staged, still correct)
+    if env.get("ACCELAES_CUDA_DIRECT_MIN_KB") == "0" and env.get("MOCK_CUDA_RO_REGISTER") != "0" \
+            and not (scenario == "batch" and dma == "cache"):
+        # every job direct: no staging buffer carried data, no host team started (the registration
+        # cache's one monitor thread aside)
+        monitor = 1 if dma == "cache" else 0
+        assert st["d2h_pinned_blocks"] == 0 and st["threads_end"] == st["threads_start"] + monitor, st
     if scenario == "readonly" and env.get("MOCK_CUDA_RO_REGISTER") == "0" and dma != "pageable":
         assert st["d2h_pinned_blocks"] > 0, f"read-only inputs the device cannot pin were not staged: {st}"
 

@@ -63,15 +63,9 @@ static int by_start(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* A range of job j, from the cache where it takes it, else asked for per request (ds->want). */
-static void want_range(acc_cu_dscratch *ds, acc_rc *rc, size_t *nwant, uint32_t j, const uint8_t *p, size_t len,
-                       int writable)
+/* A page-rounded range job j's DMA needs pinned (ds->want); pin() merges and pins them. */
+static void want_range(acc_cu_dscratch *ds, size_t *nwant, uint32_t j, const uint8_t *p, size_t len, int writable)
 {
-    acc_rc_entry *e = rc ? acc_rc_get(rc, p, len, writable) : NULL;
-    if (e) {
-        ds->held[ds->nheld++] = e;
-        return;
-    }
     uintptr_t pg = acc_cu.page;
     acc_cu_range *r = &ds->want[(*nwant)++];
     r->lo = (uintptr_t)p & ~(pg - 1);
@@ -80,11 +74,13 @@ static void want_range(acc_cu_dscratch *ds, acc_rc *rc, size_t *nwant, uint32_t 
     r->writable = writable;
 }
 
-/* Register what the copy jobs asked for. CUDA refuses to register a page twice, so ranges sharing a
- * page are merged into one registration (writable if any part is). A job with a range that could not
- * be registered (read-only memory where the device cannot pin it so, a page pinned by someone else)
- * goes staged; the rest of what was registered for it is undone with the others at the end. */
-static void pin(acc_cu_dscratch *ds, size_t nwant)
+/* Pin what the copy jobs asked for. CUDA refuses to register a page twice, so ranges sharing a page
+ * are merged first (writable if any part is), for the cache as for a request's own registrations:
+ * asking the cache for two ranges that share a page would find the first entry held and refuse the
+ * second. Each merged range comes from the cache where it takes it, else is registered for this
+ * request. A job with a range that could not be pinned (read-only memory where the device cannot pin
+ * it so, a page pinned by someone else) goes staged; what was pinned for it is undone with the rest. */
+static void pin(acc_cu_dscratch *ds, size_t nwant, acc_rc *rc)
 {
     qsort(ds->want, nwant, sizeof(acc_cu_range), by_start);
     for (size_t a = 0, b; a < nwant; a = b) {
@@ -95,6 +91,11 @@ static void pin(acc_cu_dscratch *ds, size_t nwant)
             writable |= ds->want[b].writable;
         }
         void *base = (void *)ds->want[a].lo;
+        acc_rc_entry *e = rc ? acc_rc_get(rc, base, hi - ds->want[a].lo, writable) : NULL;
+        if (e) {
+            ds->held[ds->nheld++] = e;
+            continue;
+        }
         if (acc_cu_host_register(base, hi - ds->want[a].lo, writable) == 0) {
             ds->pinned[ds->npinned++] = ds->want[a];
             continue;
@@ -136,13 +137,13 @@ static void choose(acc_cu_dscratch *ds, const acc_gpu_job *jobs, size_t n)
         if (ds->kind[j] != DJ_COPY)
             continue;
         if (jb->in == jb->out) {
-            want_range(ds, rc, &nwant, (uint32_t)j, jb->in, jb->len, 1);
+            want_range(ds, &nwant, (uint32_t)j, jb->in, jb->len, 1);
         } else {
-            want_range(ds, rc, &nwant, (uint32_t)j, jb->in, jb->len, 0);
-            want_range(ds, rc, &nwant, (uint32_t)j, jb->out, jb->len, 1);
+            want_range(ds, &nwant, (uint32_t)j, jb->in, jb->len, 0);
+            want_range(ds, &nwant, (uint32_t)j, jb->out, jb->len, 1);
         }
     }
-    pin(ds, nwant);
+    pin(ds, nwant, rc);
 }
 
 /* ---- the chunk pipeline on the callers' memory ---- */
