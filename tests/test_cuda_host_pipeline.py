@@ -101,7 +101,7 @@ CASES += [
 def effective_dma(env):
     dma, pageable = env.get("ACCELAES_CUDA_DMA", "auto"), env.get("MOCK_CUDA_PAGEABLE")
     if dma == "auto":
-        return "pageable" if pageable == "ats" else "cache"
+        return "pageable" if pageable == "ats" else "register"
     return "register" if dma == "pageable" and pageable not in ("hmm", "ats") else dma
 
 

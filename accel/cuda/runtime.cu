@@ -299,16 +299,19 @@ acc_rc *acc_cu_regcache(void)
 
 /* ACCELAES_CUDA_DMA. auto, until measured on the H100: pageable where the device reads pageable
  * memory through the host's page tables (a coherent link: no pinning at all, no CPU cost per byte);
- * else the registration cache (a buffer used again costs no new pinning, where cudaHostRegister
- * costs ~0.04 ns/B, more than the whole CPU budget), which registers per request what it cannot
- * cache. Not pageable through HMM: there the device migrates pages on fault, which moves every page
- * twice and costs the CPU the faults. Staged is what cannot be pinned. -1: unknown value. */
+ * else registration per request. Not the cache by default, although a buffer used again then costs
+ * no new pinning (cudaHostRegister costs ~0.04 ns/B, more than the whole CPU budget): its userfaultfd
+ * watch splits the caller's mapping at the cached range, and the caller's own mremap of the whole
+ * mapping then fails with EFAULT (glibc's realloc falls back to a copy; another program may not), a
+ * difference the default provider never makes. Not pageable through HMM: there the device migrates
+ * pages on fault, which moves every page twice and costs the CPU the faults. Staged is what cannot be
+ * pinned. -1: unknown value. */
 static int dma_mode(void)
 {
     const char *v = secure_getenv("ACCELAES_CUDA_DMA");
     static const char *const names[] = { "staged", "register", "cache", "pageable" };
     if (!v || !*v || !strcmp(v, "auto"))
-        return acc_cu.pageable == 2 ? ACC_DMA_PAGEABLE : ACC_DMA_CACHE;
+        return acc_cu.pageable == 2 ? ACC_DMA_PAGEABLE : ACC_DMA_REGISTER;
     for (int m = 0; m < 4; m++)
         if (!strcmp(v, names[m]))   /* pageable asked where not offered: register instead */
             return m == ACC_DMA_PAGEABLE && !acc_cu.pageable ? ACC_DMA_REGISTER : m;
