@@ -181,43 +181,6 @@ static void plan(dgroup *g, size_t *j, size_t *off, acc_cu_plan *p)
     p->bytes = pos;
 }
 
-/* Piece descriptors, grouped per kernel (encrypt direction, decrypt direction, CBC-encrypt) with a
- * running block index each. The next piece's IV is taken now: for CBC-decrypt it is this piece's
- * last input block, which in place this chunk's own output will overwrite once queued. Returns
- * whether a CBC-encrypt piece continues from the previous chunk's chaining value. */
-static int describe(dgroup *g, acc_cu_buf *bf, uint32_t first[3])
-{
-    const acc_cu_plan *pl = &bf->p;
-    size_t at[3] = { 0, pl->nf, pl->nf + pl->ni };
-    int chain = 0;
-    first[0] = first[1] = first[2] = 0;
-    for (size_t i = 0; i < pl->nwb; i++) {
-        acc_cu_wb *w = &pl->wb[i];
-        acc_gpu_job *jb = &g->jobs[w->job];
-        int k = is_fwd(w->op) ? 0 : is_inv(w->op) ? 1 : 2;
-        acc_piece *p = &bf->h_pieces[at[k]++];
-        uint8_t *jc = g->sl->jctr[w->job];
-        p->first = first[k];
-        p->nblk = (uint32_t)(w->len / 16);
-        p->off = pl->host_mem ? 0 : (uint32_t)(w->pos / 16);
-        p->job = w->job;
-        p->op = w->op;
-        p->rounds = (uint8_t)(jb->keybits / 32 + 6);
-        p->flags = 0;
-        p->pad = 0;
-        first[k] += p->nblk;
-        memcpy(p->iv, jc, 16);
-        if (w->op == ACC_GPU_CTR || w->op == ACC_GPU_CBC_DEC) {
-            acc_iv_at_block(acc_op_of_gpu_abi(w->op), jc, jb->in + w->joff, NULL, p->nblk, jc);
-            memcpy(w->next_iv, jc, 16);
-        } else if (w->op == ACC_GPU_CBC_ENC && w->joff > 0) {
-            p->flags = ACC_PIECE_CHAIN;
-            chain = 1;
-        }
-    }
-    return chain;
-}
-
 static int kernels(dgroup *g, acc_cu_buf *bf, const uint32_t first[3])
 {
     const acc_cu_plan *pl = &bf->p;
@@ -258,7 +221,7 @@ static int launch(dgroup *g, acc_cu_buf *bf, acc_cu_buf *prev, uint32_t *landed)
     const acc_cu_plan *pl = &bf->p;
     cudaStream_t st = bf->st;
     uint32_t first[3];
-    int chain = describe(g, bf, first);
+    int chain = acc_cu_describe(g->sl, g->jobs, bf, NULL, first);
     int strict = pl->host_mem || writes_input(g, pl);
     __atomic_store_n(landed, 0, __ATOMIC_RELEASE);
     bf->nout = 0;

@@ -153,25 +153,28 @@ static void host_work(group *g, uint8_t *h, const acc_cu_plan *out, const acc_cu
     acc_ht_run(g->team, total, swap_range, &s);
 }
 
-/* Queue the copies and kernels of the chunk planned in bf->p (its input already staged) on bf's
- * stream. prev: the buffer of the chunk before, still in flight (CBC-encrypt chaining), or NULL. */
-static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
+/* Piece descriptors of the chunk planned in bf->p, grouped per kernel (encrypt direction, decrypt
+ * direction, CBC-encrypt) with a running block index each: first[k] ends as kernel k's block count.
+ * Each job's next IV is taken now from the chunk's input: `staged` (the staging buffer), or, when
+ * NULL, the job's own memory (direct: in place, this chunk's output overwrites it once queued).
+ * Offsets are into the staging / device buffers, or from 0 where the kernels run on the job's own
+ * memory (bf->p.host_mem). Returns whether a CBC-encrypt piece continues from the chaining value the
+ * previous chunk left on the device. Shared by pipeline.cu and direct.cu. */
+int acc_cu_describe(acc_cu_slot *sl, const acc_gpu_job *jobs, acc_cu_buf *bf, const uint8_t *staged, uint32_t first[3])
 {
-    const acc_cu_plan *pl = &bf->p;
-    size_t np = pl->nwb, nf = pl->nf, ni = pl->ni;
+    acc_cu_plan *pl = &bf->p;
+    size_t at[3] = { 0, pl->nf, pl->nf + pl->ni };
     int chain = 0;
-    /* piece descriptors, grouped per kernel with a running block index each */
-    size_t at[3] = { 0, nf, nf + ni };
-    uint32_t first[3] = { 0, 0, 0 };
-    for (size_t i = 0; i < np; i++) {
+    first[0] = first[1] = first[2] = 0;
+    for (size_t i = 0; i < pl->nwb; i++) {
         acc_cu_wb *w = &pl->wb[i];
-        acc_gpu_job *jb = &g->jobs[w->job];
+        const acc_gpu_job *jb = &jobs[w->job];
         int k = is_fwd(w->op) ? 0 : is_inv(w->op) ? 1 : 2;
         acc_piece *p = &bf->h_pieces[at[k]++];
-        uint8_t *jc = g->sl->jctr[w->job];
+        uint8_t *jc = sl->jctr[w->job];
         p->first = first[k];
         p->nblk = (uint32_t)(w->len / 16);
-        p->off = (uint32_t)(w->pos / 16);
+        p->off = pl->host_mem ? 0 : (uint32_t)(w->pos / 16);
         p->job = w->job;
         p->op = w->op;
         p->rounds = (uint8_t)rounds_of(jb->keybits);
@@ -180,14 +183,26 @@ static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
         first[k] += p->nblk;
         memcpy(p->iv, jc, 16);   /* CTR: counter here; CBC-dec: previous ciphertext; CBC-enc: IV */
         if (w->op == ACC_GPU_CTR || w->op == ACC_GPU_CBC_DEC) {
-            /* CBC-dec chains from the staged input, read before the kernel runs */
-            acc_iv_at_block(acc_op_of_gpu_abi(w->op), jc, bf->h + w->pos, NULL, p->nblk, jc);
+            const uint8_t *src = staged ? staged + w->pos : jb->in + w->joff;
+            acc_iv_at_block(acc_op_of_gpu_abi(w->op), jc, src, NULL, p->nblk, jc);
             memcpy(w->next_iv, jc, 16);
         } else if (w->op == ACC_GPU_CBC_ENC && w->joff > 0) {
             p->flags = ACC_PIECE_CHAIN;
             chain = 1;
         }
     }
+    return chain;
+}
+
+/* Queue the copies and kernels of the chunk planned in bf->p (its input already staged) on bf's
+ * stream. prev: the buffer of the chunk before, still in flight (CBC-encrypt chaining), or NULL. */
+static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
+{
+    const acc_cu_plan *pl = &bf->p;
+    size_t np = pl->nwb, nf = pl->nf, ni = pl->ni;
+    uint32_t first[3];
+    /* CBC-dec chains from the staged input, read before the kernel runs */
+    int chain = acc_cu_describe(g->sl, g->jobs, bf, bf->h, first);
     cudaStream_t st = bf->st;
     if (acc_cu_check(cudaMemcpyAsync(bf->d_pieces, bf->h_pieces, np * sizeof(acc_piece), cudaMemcpyHostToDevice, st), "copy pieces")
         || (pl->need_in && acc_cu_check(cudaMemcpyAsync(bf->d_in, bf->h, pl->bytes, cudaMemcpyHostToDevice, st), "copy in"))

@@ -147,6 +147,10 @@ void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n);
 size_t acc_cu_group_chunk(size_t total);
 int acc_cu_fail_after_hit(void);
 
+/* pipeline.cu: the piece descriptors of the chunk planned in bf->p (staged: its staging buffer, or NULL:
+ * the jobs' own memory); returns whether a CBC-encrypt piece chains from the previous chunk. */
+int acc_cu_describe(acc_cu_slot *sl, const acc_gpu_job *jobs, acc_cu_buf *bf, const uint8_t *staged, uint32_t first[3]);
+
 /* direct.cu: one group of at most ACC_CU_MAXJOBS jobs, direct where it can, staged otherwise. */
 int acc_cu_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left);
 
