@@ -140,19 +140,6 @@ static void slow_down(uint64_t len)
     nanosleep(&ts, NULL);
 }
 
-static int full_io(int fd, void *p, size_t n, int write_it)
-{
-    for (size_t got = 0; got < n;) {
-        ssize_t r = write_it ? write(fd, (char *)p + got, n - got) : read(fd, (char *)p + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
 static void serve(int fd, const acc_engine *e, acc_aes_key *k)
 {
     fakedev_req q;

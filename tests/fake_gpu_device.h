@@ -5,7 +5,10 @@
 #ifndef ACCELAES_FAKE_GPU_DEVICE_H
 #define ACCELAES_FAKE_GPU_DEVICE_H
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define FAKEDEV_MAGIC 0x46414b45u /* "FAKE" */
 
@@ -27,5 +30,19 @@ typedef struct fakedev_resp {
     uint8_t iv[16];
     char err[96];
 } fakedev_resp;
+
+/* Move exactly n bytes over the socket (either side); -1 on error or end of file. */
+static inline int full_io(int fd, void *p, size_t n, int write_it)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = write_it ? write(fd, (char *)p + got, n - got) : read(fd, (char *)p + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
 
 #endif

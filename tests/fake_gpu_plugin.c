@@ -160,19 +160,6 @@ static void log_run(int slot, size_t njobs, size_t bytes)
     close(fd);
 }
 
-static int full_io(int fd, void *p, size_t n, int write_it)
-{
-    for (size_t got = 0; got < n;) {
-        ssize_t r = write_it ? write(fd, (char *)p + got, n - got) : read(fd, (char *)p + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
 /* Process mode: the job's header and key to the slot's device, then a sleeping read() until it
  * answers. Its answer is checked like any plugin's (done within what was asked, in blocks). */
 static int device_job(int slot, acc_gpu_job *j, size_t len)
