@@ -174,7 +174,8 @@ static const char *const provider_env[] = {
     "SHM_NAME", "GPU_PLUGIN", "GPU_VERBOSE", "FORCE_EVP_ENGINE", "NO_VAES",
     /* accel/cuda/runtime.cu's tuning and fault injection */
     "CUDA_ADAPT", "CUDA_CHUNK_KB", "CUDA_CTR", "CUDA_DEVICE", "CUDA_FAIL_AFTER", "CUDA_HOST_SPIN_US",
-    "CUDA_HOST_THREADS", "CUDA_NT_KB", "CUDA_SLOTS", "CUDA_SPLIT", "CUDA_STREAMS",
+    "CUDA_HOST_THREADS", "CUDA_NT_KB", "CUDA_SLOTS", "CUDA_SPLIT", "CUDA_STREAMS", "CUDA_DMA",
+    "CUDA_DIRECT_MIN_KB", "CUDA_REGCACHE_MB",
 };
 /* ...and the ones the tools, tests and benchmarks read, which a process that loads the provider
  * may well carry in its environment (accepted without a word, not listed). */

@@ -2,6 +2,7 @@
 from ACCELAES_* environment variables (a bad value or unknown key refuses the load and names the
 setting, never a crash), and the nested-EVP engine that CPUs without AES-NI use."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,19 @@ def test_unknown_env_variable_warns_once(require_provider, openssl_env):
     for known in ("ACCELAES_WORKERS", "ACCELAES_BACKEND", "ACCELAES_SPLIT_MIN", "ACCELAES_GPU_MIN", "ACCELAES_SHM",
                   "ACCELAES_SHM_NAME"):
         assert known in lines[0], lines[0]
+
+
+def test_every_variable_the_gpu_plugin_reads_is_known(require_provider, openssl_env):
+    """Each ACCELAES_* name the CUDA plugin's sources read (accel/cuda/*.cu) is one the provider knows: a
+    user tuning the plugin (ACCELAES_CUDA_DMA=register) must not be told the name means nothing."""
+    names = set()
+    for src in sorted((REPO / "accel/cuda").glob("*.cu")):
+        names |= set(re.findall(r'"(ACCELAES_[A-Z0-9_]+)"', src.read_text()))
+    assert "ACCELAES_CUDA_DMA" in names and len(names) >= 10, names
+    r = run_enc(openssl_env, {n: "" for n in names})
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert "unknown environment variable" not in err, err
 
 
 def test_known_env_variables_do_not_warn(require_provider, openssl_env):
