@@ -182,7 +182,7 @@ def cuda_mock_plugin(tmp_path_factory):
     srcs = sorted(str(p) for p in (REPO / "accel/cuda").glob("*.cu") if p.name != "kernels.cu")
     cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-Werror",
            f"-I{REPO / 'tests/cuda_mock'}", f"-I{REPO}", "-x", "c++", *srcs,
-           str(REPO / "tests/cuda_mock/mock_cuda.cc"), "-o", str(out),
+           *sorted(str(p) for p in (REPO / "tests/cuda_mock").glob("*.cc")), "-o", str(out),
            f"-Wl,--version-script={REPO / 'tests/cuda_mock/mock.map'}"]  # the plugin's entry + mock_cuda_stats
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -1,7 +1,6 @@
-/* tests/cuda_mock/mock_cuda.cc: a CPU emulation of the CUDA runtime calls and the three AES kernels
- * the plugin uses (kernels from aes_core.h, as the GPU runs them), so tests/test_cuda_mock.py runs the
- * plugin's real host pipeline (runtime.cu, pipeline.cu, direct.cu, host_team.cu) and its ABI tests
- * without a GPU.
+/* tests/cuda_mock/mock_cuda.cc: a CPU emulation of the CUDA runtime calls the plugin uses (its three AES
+ * kernels are in mock_kernels.cc), so tests/test_cuda_host_pipeline.py runs the plugin's real host code
+ * (runtime.cu, pipeline.cu, direct.cu, regcache.cu, host_team.cu) and its ABI tests without a GPU.
  *
  * MOCK_CUDA_MODE=lazy (default): work queued on a stream runs only when the host waits for it (event
  * or stream synchronize, or another stream waiting on an event): the latest a GPU could run it, so a
@@ -35,6 +34,7 @@
 #include <unistd.h>
 #include "accel/cuda/kernels.h"
 #include "accel/gpu_plugin.h"
+#include "tests/cuda_mock/mock_int.h"
 
 struct mock_stream {
     std::deque<std::function<void()>> q;
@@ -90,21 +90,21 @@ static void before_wait(void)
 }
 
 /* A kernel being launched: whether it is the one to fail (MOCK_CUDA_FAIL_KERNEL). */
-static bool kernel_fails(void)
+bool mock_kernel_fails(void)
 {
     const char *n = getenv("MOCK_CUDA_FAIL_KERNEL");
     return n && ++g_kernels_run == atol(n);
 }
 
 /* A kernel about to run: false if it fails, which poisons the context. */
-static bool kernel_runs(bool fails)
+bool mock_kernel_runs(bool fails)
 {
     if (fails)
         g_sticky = cudaErrorLaunchFailure;
     return !fails;
 }
 
-static cudaError_t enqueue(cudaStream_t st, std::function<void()> f)
+cudaError_t mock_enqueue(cudaStream_t st, std::function<void()> f)
 {
     std::lock_guard<std::recursive_mutex> l(g_mu);
     if (!st)
@@ -118,7 +118,7 @@ static cudaError_t enqueue(cudaStream_t st, std::function<void()> f)
     return cudaSuccess;
 }
 
-static void die(const char *why)
+void mock_die(const char *why)
 {
     fprintf(stderr, "mock CUDA: %s\n", why);
     abort();
@@ -213,7 +213,7 @@ static void unpinned(const void *p, size_t len, const char *when)
 
 /* A kernel reads or writes [p, p + len): device memory, or host memory where the device offers
  * pageable access (else a GPU would fault). */
-static void kernel_mem(const void *p, size_t len)
+void mock_kernel_mem(const void *p, size_t len)
 {
     std::lock_guard<std::recursive_mutex> l(g_mu);
     if (holder(g_device, (uintptr_t)p, len) != g_device.end())
@@ -444,7 +444,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned)
 {
     mock_stream *s = ev->s;   /* the record as of now, as CUDA does */
     uint64_t upto = ev->upto;
-    return enqueue(st, [s, upto] { if (s) flush(s, upto); });
+    return mock_enqueue(st, [s, upto] { if (s) flush(s, upto); });
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t len, enum cudaMemcpyKind)
@@ -466,7 +466,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t len, enum cudaMem
         if (len && host_kind(host, len, d2h) == H_UNPINNED)
             unpinned(host, len, "when queued");
     }
-    return enqueue(st, [dst, src, len, d2h, host] {
+    return mock_enqueue(st, [dst, src, len, d2h, host] {
         int k = len ? host_kind(host, len, d2h) : H_PINNED;
         if (k == H_UNPINNED)
             unpinned(host, len, "when run");
@@ -479,7 +479,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t len, enum cudaMem
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t len, cudaStream_t st)
 {
-    return enqueue(st, [p, v, len] { memset(p, v, len); });
+    return mock_enqueue(st, [p, v, len] { memset(p, v, len); });
 }
 
 cudaError_t cudaMemset(void *p, int v, size_t len)
@@ -490,133 +490,3 @@ cudaError_t cudaMemset(void *p, int v, size_t len)
     return cudaSuccess;
 }
 
-/* ---- the kernels, block by block on the CPU (plain tables: sh = 0, lane = 0) ---- */
-
-/* What every launch must satisfy: pieces in running order, inside the staging buffer's blocks. */
-static void check_pieces(const acc_kargs &a)
-{
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < a.npieces; i++) {
-        if (a.pieces[i].first != at)
-            die("piece list not in running block order");
-        at += a.pieces[i].nblk;
-    }
-    if (at != a.nblocks)
-        die("nblocks is not the sum of the pieces");
-}
-
-static void store(uint4 *dst, const uint32_t w[4]) { memcpy(dst, w, 16); }
-
-/* Every piece's input (not read by keystream-only CTR) and output: device memory, or pageable access. */
-static void check_kernel_mem(const acc_kargs &a)
-{
-    for (uint32_t i = 0; i < a.npieces; i++) {
-        const acc_piece *pc = &a.pieces[i];
-        if (pc->op != ACC_GPU_CTR || !a.ks_only)
-            kernel_mem(a.in + pc->off, (size_t)pc->nblk * 16);
-        kernel_mem(a.out + pc->off, (size_t)pc->nblk * 16);
-    }
-}
-
-static void run_fwd(const acc_kargs a)
-{
-    check_pieces(a);
-    check_kernel_mem(a);
-    for (uint32_t i = 0; i < a.npieces; i++) {
-        const acc_piece *pc = &a.pieces[i];
-        const uint32_t *rk = a.rk + (size_t)pc->job * ACC_CU_RK_STRIDE;
-        uint64_t hi = (uint64_t)ACC_BSWAP(pc->iv[0]) << 32 | ACC_BSWAP(pc->iv[1]);
-        uint64_t lo = (uint64_t)ACC_BSWAP(pc->iv[2]) << 32 | ACC_BSWAP(pc->iv[3]);
-        for (uint32_t b = 0; b < pc->nblk; b++) {
-            uint32_t w[4], o[4], s[4];
-            if (pc->op != ACC_GPU_CTR || !a.ks_only)
-                memcpy(w, a.in + pc->off + b, 16);
-            if (pc->op == ACC_GPU_CTR) {
-                acc_core_ctr_step(a.tables->te0, 0, 0, rk, pc->rounds, hi, lo, b, a.ks_only ? NULL : w, o);
-            } else {
-                acc_core_load(s, w);
-                acc_core_enc(a.tables->te0, 0, 0, rk, pc->rounds, s);
-                for (int k = 0; k < 4; k++)
-                    o[k] = ACC_BSWAP(s[k]);
-            }
-            store(a.out + pc->off + b, o);
-        }
-    }
-}
-
-static void run_inv(const acc_kargs a)
-{
-    check_pieces(a);
-    check_kernel_mem(a);
-    for (uint32_t i = 0; i < a.npieces; i++) {
-        const acc_piece *pc = &a.pieces[i];
-        const uint32_t *dk = a.rk + (size_t)pc->job * ACC_CU_RK_STRIDE + 60;
-        for (uint32_t b = 0; b < pc->nblk; b++) {
-            uint32_t w[4], o[4], s[4], prev[4];
-            memcpy(w, a.in + pc->off + b, 16);
-            if (pc->op == ACC_GPU_CBC_DEC) {
-                memcpy(prev, b ? (const uint32_t *)(a.in + pc->off + b - 1) : pc->iv, 16);
-                acc_core_cbc_dec_step(a.tables->td0, a.tables->isbox, 0, 0, dk, pc->rounds, w, prev, o);
-            } else {
-                acc_core_load(s, w);
-                acc_core_dec(a.tables->td0, a.tables->isbox, 0, 0, dk, pc->rounds, s);
-                for (int k = 0; k < 4; k++)
-                    o[k] = ACC_BSWAP(s[k]);
-            }
-            store(a.out + pc->off + b, o);
-        }
-    }
-}
-
-static void run_cbcenc(const acc_kargs a)
-{
-    check_kernel_mem(a);
-    for (uint32_t i = 0; i < a.npieces; i++) {
-        const acc_piece *pc = &a.pieces[i];
-        const uint32_t *rk = a.rk + (size_t)pc->job * ACC_CU_RK_STRIDE;
-        uint32_t *cv = a.chain + 4 * (size_t)pc->job, chain[4];
-        if (pc->flags & ACC_PIECE_CHAIN)
-            memcpy(chain, cv, 16);
-        else
-            acc_core_load(chain, pc->iv);
-        acc_core_cbc_enc_run(a.tables->te0, 0, 0, rk, pc->rounds, (const uint32_t *)(a.in + pc->off),
-                             (uint32_t *)(a.out + pc->off), pc->nblk, chain);
-        memcpy(cv, chain, 16);
-    }
-}
-
-int acc_cu_occupancy(int) { return 4; }
-
-cudaError_t acc_cu_launch_fwd(const acc_kargs *a, int grid, cudaStream_t st)
-{
-    if (grid <= 0)
-        die("empty grid");
-    acc_kargs k = *a;
-    bool fails = kernel_fails();
-    return enqueue(st, [k, fails] {
-        if (kernel_runs(fails))
-            run_fwd(k);
-    });
-}
-
-cudaError_t acc_cu_launch_inv(const acc_kargs *a, int grid, cudaStream_t st)
-{
-    if (grid <= 0)
-        die("empty grid");
-    acc_kargs k = *a;
-    bool fails = kernel_fails();
-    return enqueue(st, [k, fails] {
-        if (kernel_runs(fails))
-            run_inv(k);
-    });
-}
-
-cudaError_t acc_cu_launch_cbcenc(const acc_kargs *a, cudaStream_t st)
-{
-    acc_kargs k = *a;
-    bool fails = kernel_fails();
-    return enqueue(st, [k, fails] {
-        if (kernel_runs(fails))
-            run_cbcenc(k);
-    });
-}
