@@ -91,7 +91,22 @@ static void pin(acc_cu_dscratch *ds, size_t nwant, acc_rc *rc)
             writable |= ds->want[b].writable;
         }
         void *base = (void *)ds->want[a].lo;
-        acc_rc_entry *e = rc ? acc_rc_get(rc, base, hi - ds->want[a].lo, writable) : NULL;
+        acc_rc_entry *e = NULL;
+        /* The cache grows a new entry over the unheld ones it overlaps, so the entry may reach into the
+         * next ranges' pages, which it would then refuse (held) and CUDA would refuse to register again:
+         * give it back and ask for one range over all of them (it merges the one just given back). */
+        while (rc && (e = acc_rc_get(rc, base, hi - ds->want[a].lo, writable)) != NULL) {
+            uintptr_t end = (uintptr_t)acc_rc_entry_base(e) + acc_rc_entry_len(e);
+            if (b >= nwant || ds->want[b].lo >= end)
+                break;
+            acc_rc_put(rc, e);
+            e = NULL;
+            hi = end > hi ? end : hi;
+            for (; b < nwant && ds->want[b].lo < hi; b++) {
+                hi = ds->want[b].hi > hi ? ds->want[b].hi : hi;
+                writable |= ds->want[b].writable;
+            }
+        }
         if (e) {
             ds->held[ds->nheld++] = e;
             continue;
@@ -322,7 +337,7 @@ static int run_direct(dgroup *g, long *chunks_left)
     }
     if (rc) /* nothing may still be queued when the buffers (and the pinned ranges) are next used */
         for (size_t b = 0; b < nbuf; b++)
-            cudaStreamSynchronize(sl->buf[b].st);
+            acc_cu_sync(&sl->buf[b]);
     acc_cu_wipe_keys(sl, g->n);
     return rc;
 }

@@ -47,7 +47,7 @@ int acc_cu_upload_keys(acc_cu_slot *sl, const acc_gpu_job *jobs, size_t n)
     size_t bytes = n * ACC_CU_RK_STRIDE * 4;
     cudaStream_t st = sl->buf[0].st;
     int rc = acc_cu_check(cudaMemcpyAsync(sl->d_keys, sl->h_keys, bytes, cudaMemcpyHostToDevice, st), "copy keys")
-          || acc_cu_check(cudaStreamSynchronize(st), "copy keys (sync)");
+          || acc_cu_check(acc_cu_sync(&sl->buf[0]), "copy keys (sync)");
     explicit_bzero(sl->h_keys, bytes);
     return rc ? -1 : 0;
 }
@@ -55,7 +55,7 @@ int acc_cu_upload_keys(acc_cu_slot *sl, const acc_gpu_job *jobs, size_t n)
 void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n)
 {
     cudaMemsetAsync(sl->d_keys, 0, n * ACC_CU_RK_STRIDE * 4, sl->buf[0].st);
-    cudaStreamSynchronize(sl->buf[0].st);
+    acc_cu_sync(&sl->buf[0]);
 }
 
 static int rounds_of(int keybits) { return keybits / 32 + 6; }
@@ -352,7 +352,7 @@ int acc_cu_staged_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chun
     }
     if (rc)   /* nothing may still be queued when the buffers are next used */
         for (int b = 0; b < acc_cu.nbuf; b++)
-            cudaStreamSynchronize(sl->buf[b].st);
+            acc_cu_sync(&sl->buf[b]);
     acc_cu_wipe_keys(sl, n);
     return rc;
 }

@@ -32,12 +32,22 @@ int acc_cu_check(cudaError_t e, const char *what)
     return acc_cu_fail("%s: %s", what, cudaGetErrorString(e));
 }
 
+/* Waits block in the kernel instead of spinning a core, through events made with cudaEventBlockingSync
+ * (every wait of the plugin is on one): not through cudaSetDeviceFlags, which would change how the
+ * program's own CUDA work waits too, since the runtime API shares the device's primary context with it.
+ * After a sticky error the record fails and nothing more runs: the stream sync then returns at once. */
+cudaError_t acc_cu_sync(acc_cu_buf *bf)
+{
+    cudaError_t e = cudaEventRecord(bf->idle, bf->st);
+    return e == cudaSuccess ? cudaEventSynchronize(bf->idle) : cudaStreamSynchronize(bf->st);
+}
+
 void acc_cu_after_error(void)
 {
     /* A sticky error (illegal address, launch failure, ...) poisons the context: every later
      * call fails too. Detect it once so later runs fail at once instead of trying again. */
     cudaGetLastError();
-    cudaError_t e = cudaDeviceSynchronize();
+    cudaError_t e = acc_cu.slot[0].buf[0].st ? acc_cu_sync(&acc_cu.slot[0].buf[0]) : cudaSuccess;
     if (e != cudaSuccess) {
         acc_cu.broken = 1;
         snprintf(acc_cu.why, sizeof(acc_cu.why), "CUDA context unusable: %.200s", cudaGetErrorString(e));
@@ -139,7 +149,7 @@ static void release_all(void)
     for (int s = 0; s < ACC_CU_MAXSLOTS; s++)
         for (int b = 0; b < ACC_CU_MAXBUF; b++)
             if (acc_cu.slot[s].buf[b].st)
-                cudaStreamSynchronize(acc_cu.slot[s].buf[b].st);
+                acc_cu_sync(&acc_cu.slot[s].buf[b]);
     if (acc_cu.rc)   /* no run is in progress, so no entry is held: every registration is undone */
         acc_rc_destroy(acc_cu.rc);
     acc_cu.rc = NULL;
@@ -161,6 +171,8 @@ static void release_all(void)
             free(bf->p.wb);
             if (bf->kdone)
                 cudaEventDestroy(bf->kdone);
+            if (bf->idle)
+                cudaEventDestroy(bf->idle);
             if (bf->done)
                 cudaEventDestroy(bf->done);
             if (bf->st)
@@ -227,6 +239,8 @@ static int alloc_slot(acc_cu_slot *sl)
         size_t pbytes = (size_t)ACC_CU_MAXJOBS * sizeof(acc_piece);
         if (acc_cu_check(cudaStreamCreateWithFlags(&bf->st, cudaStreamNonBlocking), "cudaStreamCreate")
             || acc_cu_check(cudaEventCreateWithFlags(&bf->kdone, cudaEventDisableTiming), "cudaEventCreate")
+            || acc_cu_check(cudaEventCreateWithFlags(&bf->idle, cudaEventBlockingSync | cudaEventDisableTiming),
+                            "cudaEventCreate")
             || acc_cu_check(cudaEventCreateWithFlags(&bf->done, cudaEventBlockingSync | cudaEventDisableTiming),
                             "cudaEventCreate")
             || acc_cu_check(cudaMalloc((void **)&bf->d_in, acc_cu.chunk), "cudaMalloc(in)")
@@ -377,10 +391,6 @@ static int init_device(void)
     cudaDeviceProp p;
     if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice"))
         return -1;
-    /* Waits block in the kernel instead of spinning a core: set before the context does any work.
-     * Refused (an older driver on an active context): waits spin, still correct. */
-    acc_cu.blocking = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaSuccess;
-    cudaGetLastError();
     if (acc_cu_check(cudaGetDeviceProperties(&p, acc_cu.dev), "cudaGetDeviceProperties") || init_dma())
         return -1;
     acc_cu.sms = p.multiProcessorCount;

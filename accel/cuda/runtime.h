@@ -39,6 +39,7 @@ typedef struct acc_cu_buf {
     cudaStream_t st;
     cudaEvent_t kdone;   /* kernels of this chunk finished (orders CBC-enc chaining) */
     cudaEvent_t done;    /* output copied back into h */
+    cudaEvent_t idle;    /* blocking: recorded to wait for everything queued on st (acc_cu_sync) */
     uint8_t *h;          /* pinned: the chunk's input, then its output (or CTR keystream) */
     int h_numa;          /* h came from mmap + mbind + cudaHostRegister (else cudaHostAlloc) */
     uint4 *d_in, *d_out;
@@ -102,7 +103,6 @@ typedef struct acc_cu_state {
     int dma;              /* ACC_DMA_*: how callers' buffers reach the device (ACCELAES_CUDA_DMA) */
     int pageable;         /* the device reaches pageable memory: 0 no, 1 yes (HMM), 2 via host page tables */
     int reg_ro;           /* cudaHostRegisterReadOnly is supported (read-only inputs can be pinned) */
-    int blocking;         /* waits block (cudaDeviceScheduleBlockingSync was accepted) */
     size_t page;          /* host page size */
     size_t direct_min;    /* jobs shorter than this go staged (ACCELAES_CUDA_DIRECT_MIN_KB) */
     acc_rc *rc;           /* cache mode: the registration cache, NULL where it could not start */
@@ -146,6 +146,9 @@ void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n);
 /* Bytes per chunk for a group of total bytes (small groups cut into ACCELAES_CUDA_SPLIT chunks). */
 size_t acc_cu_group_chunk(size_t total);
 int acc_cu_fail_after_hit(void);
+
+/* Wait, sleeping, for everything queued so far on bf's stream; CUDA's error if any. */
+cudaError_t acc_cu_sync(acc_cu_buf *bf);
 
 /* pipeline.cu: the piece descriptors of the chunk planned in bf->p (staged: its staging buffer, or NULL:
  * the jobs' own memory); returns whether a CBC-encrypt piece chains from the previous chunk. */

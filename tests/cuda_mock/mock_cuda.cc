@@ -284,21 +284,29 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev)
     return cudaSuccess;
 }
 
-/* A stream or device wait spins unless the device was set to block (cudaDeviceScheduleBlockingSync). */
+/* A stream or device wait spins unless the device was set to block (cudaDeviceScheduleBlockingSync);
+ * after a sticky error it returns at once. */
 static void stream_wait(void)
 {
-    if (!(g_dev_flags & cudaDeviceScheduleBlockingSync))
+    if (!g_sticky && !(g_dev_flags & cudaDeviceScheduleBlockingSync))
         g_st.spin_waits++;
+}
+
+/* Everything queued on every stream, as the legacy default stream orders it. */
+static cudaError_t flush_all(void)
+{
+    std::lock_guard<std::recursive_mutex> l(g_mu);
+    before_wait();
+    for (mock_stream *s : g_streams)
+        flush(s, UINT64_MAX);
+    return g_sticky;
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
     std::lock_guard<std::recursive_mutex> l(g_mu);
     stream_wait();
-    before_wait();
-    for (mock_stream *s : g_streams)
-        flush(s, UINT64_MAX);
-    return g_sticky;
+    return flush_all();
 }
 
 /* cudaFree reports a device buffer that still holds a nonzero byte (the plugin wipes every device
@@ -447,9 +455,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned)
     return mock_enqueue(st, [s, upto] { if (s) flush(s, upto); });
 }
 
+/* The synchronous copy and memset wait for the work queued before them, and are not counted as spinning
+ * waits: the plugin calls them only to start (the tables) and to shut down (the wipes), never per request. */
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t len, enum cudaMemcpyKind)
 {
-    if (cudaDeviceSynchronize() != cudaSuccess)
+    if (flush_all() != cudaSuccess)
         return g_sticky;
     memcpy(dst, src, len);
     return cudaSuccess;
@@ -484,7 +494,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t len, cudaStream_t st)
 
 cudaError_t cudaMemset(void *p, int v, size_t len)
 {
-    if (cudaDeviceSynchronize() != cudaSuccess) /* the legacy default stream: after the work before it */
+    if (flush_all() != cudaSuccess) /* the legacy default stream: after the work before it */
         return g_sticky;
     memset(p, v, len);
     return cudaSuccess;
