@@ -367,14 +367,14 @@ int acc_cu_run(int slot, acc_gpu_job *jobs, size_t njobs)
     long chunks_left = acc_cu.fail_after;   /* -1: no limit */
     int rc = 0;
     pthread_mutex_lock(&sl->lock);
-    if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice")) {
+    if (acc_cu_check(cudaSetDevice(acc_cu.dev), "cudaSetDevice") || acc_cu_slot_make(sl)) {
         rc = -1;
     } else {
         for (size_t g = 0; g < njobs && rc == 0; g += ACC_CU_MAXJOBS)
             rc = acc_cu_group(sl, jobs + g, njobs - g < ACC_CU_MAXJOBS ? njobs - g : ACC_CU_MAXJOBS, &chunks_left);
     }
     if (rc && acc_cu.fail_after < 0)
-        acc_cu_after_error();
+        acc_cu_after_error(sl);
     pthread_mutex_unlock(&sl->lock);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,12 @@ cudaError_t acc_cu_sync(acc_cu_buf *bf)
     return e == cudaSuccess ? cudaEventSynchronize(bf->idle) : cudaStreamSynchronize(bf->st);
 }
 
-void acc_cu_after_error(void)
+void acc_cu_after_error(acc_cu_slot *sl)
 {
     /* A sticky error (illegal address, launch failure, ...) poisons the context: every later
      * call fails too. Detect it once so later runs fail at once instead of trying again. */
     cudaGetLastError();
-    cudaError_t e = acc_cu.slot[0].buf[0].st ? acc_cu_sync(&acc_cu.slot[0].buf[0]) : cudaSuccess;
+    cudaError_t e = sl->buf[0].st ? acc_cu_sync(&sl->buf[0]) : cudaSuccess;   /* the slot that failed */
     if (e != cudaSuccess) {
         acc_cu.broken = 1;
         snprintf(acc_cu.why, sizeof(acc_cu.why), "CUDA context unusable: %.200s", cudaGetErrorString(e));
@@ -142,6 +143,46 @@ static void free_scratch(acc_cu_dscratch *ds)
     free(ds->held);
 }
 
+/* Wipe and free one slot's buffers (its streams idle), and mark it unmade, ready to be made again. */
+static void release_slot(acc_cu_slot *sl)
+{
+    free_scratch(&sl->ds);
+    for (int b = 0; b < ACC_CU_MAXBUF; b++) {
+        acc_cu_buf *bf = &sl->buf[b];
+        if (bf->h)
+            explicit_bzero(bf->h, acc_cu.chunk);   /* the last chunks' plaintext and output */
+        device_wipe(bf->d_in, acc_cu.chunk);
+        device_wipe(bf->d_out, acc_cu.chunk);
+        pinned_free(bf->h, bf->h_numa, acc_cu.chunk);
+        cudaFree(bf->d_in);
+        cudaFree(bf->d_out);
+        cudaFreeHost(bf->h_pieces);
+        device_wipe(bf->d_pieces, (size_t)ACC_CU_MAXJOBS * sizeof(acc_piece));
+        cudaFree(bf->d_pieces);
+        free(bf->p.wb);
+        if (bf->kdone)
+            cudaEventDestroy(bf->kdone);
+        if (bf->idle)
+            cudaEventDestroy(bf->idle);
+        if (bf->done)
+            cudaEventDestroy(bf->done);
+        if (bf->st)
+            cudaStreamDestroy(bf->st);
+    }
+    if (sl->h_keys)
+        explicit_bzero(sl->h_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
+    device_wipe(sl->d_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
+    device_wipe(sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16);
+    cudaFreeHost(sl->h_keys);
+    cudaFreeHost(sl->h_landed);
+    cudaFree(sl->d_keys);
+    cudaFree(sl->d_chain);
+    free(sl->jctr);
+    free(sl->spare.wb);
+    /* everything after the lock, which stays as it is (it may be held: a slot whose making failed) */
+    memset((char *)sl + offsetof(acc_cu_slot, made), 0, sizeof(*sl) - offsetof(acc_cu_slot, made));
+}
+
 static void release_all(void)
 {
     if (acc_cu.team_ready)   /* helpers touch callers' buffers only inside a run: none is running */
@@ -153,42 +194,8 @@ static void release_all(void)
     if (acc_cu.rc)   /* no run is in progress, so no entry is held: every registration is undone */
         acc_rc_destroy(acc_cu.rc);
     acc_cu.rc = NULL;
-    for (int s = 0; s < ACC_CU_MAXSLOTS; s++) {
-        acc_cu_slot *sl = &acc_cu.slot[s];
-        free_scratch(&sl->ds);
-        for (int b = 0; b < ACC_CU_MAXBUF; b++) {
-            acc_cu_buf *bf = &sl->buf[b];
-            if (bf->h)
-                explicit_bzero(bf->h, acc_cu.chunk);   /* the last chunks' plaintext and output */
-            device_wipe(bf->d_in, acc_cu.chunk);
-            device_wipe(bf->d_out, acc_cu.chunk);
-            pinned_free(bf->h, bf->h_numa, acc_cu.chunk);
-            cudaFree(bf->d_in);
-            cudaFree(bf->d_out);
-            cudaFreeHost(bf->h_pieces);
-            device_wipe(bf->d_pieces, (size_t)ACC_CU_MAXJOBS * sizeof(acc_piece));
-            cudaFree(bf->d_pieces);
-            free(bf->p.wb);
-            if (bf->kdone)
-                cudaEventDestroy(bf->kdone);
-            if (bf->idle)
-                cudaEventDestroy(bf->idle);
-            if (bf->done)
-                cudaEventDestroy(bf->done);
-            if (bf->st)
-                cudaStreamDestroy(bf->st);
-        }
-        if (sl->h_keys)
-            explicit_bzero(sl->h_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
-        device_wipe(sl->d_keys, (size_t)ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE * 4);
-        device_wipe(sl->d_chain, (size_t)ACC_CU_MAXJOBS * 16);
-        cudaFreeHost(sl->h_keys);
-        cudaFreeHost(sl->h_landed);
-        cudaFree(sl->d_keys);
-        cudaFree(sl->d_chain);
-        free(sl->jctr);
-        free(sl->spare.wb);
-    }
+    for (int s = 0; s < ACC_CU_MAXSLOTS; s++)
+        release_slot(&acc_cu.slot[s]);
     device_wipe(acc_cu.d_tables, sizeof(acc_core_tables));
     cudaFree(acc_cu.d_tables);
     device_wipe(acc_cu.d_one, 4);
@@ -430,10 +437,20 @@ static int init_device(void)
         || acc_cu_check(cudaMalloc((void **)&acc_cu.d_one, 4), "cudaMalloc(one)")
         || acc_cu_check(cudaMemcpy(acc_cu.d_one, &one, 4, cudaMemcpyHostToDevice), "cudaMemcpy(one)"))
         return -1;
-    for (int s = 0; s < acc_cu.nslots; s++)
-        if (alloc_slot(&acc_cu.slot[s]))
-            return -1;
     return 0;
+}
+
+int acc_cu_slot_make(acc_cu_slot *sl)
+{
+    if (sl->made)
+        return 0;
+    if (alloc_slot(sl) == 0) {
+        sl->made = 1;
+        return 0;
+    }
+    release_slot(sl);   /* what was made of it; the next run tries again */
+    cudaGetLastError();
+    return -1;
 }
 
 acc_ht *acc_cu_team(void)

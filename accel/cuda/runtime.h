@@ -72,7 +72,8 @@ typedef struct acc_cu_dscratch {
 } acc_cu_dscratch;
 
 typedef struct acc_cu_slot {
-    pthread_mutex_t lock;            /* run() on one slot is serial even if callers collide */
+    pthread_mutex_t lock;            /* first: run() on one slot is serial even if callers collide */
+    int made;                        /* the slot's streams and buffers exist (made on its first run) */
     acc_cu_buf buf[ACC_CU_MAXBUF];
     uint32_t *h_keys, *d_keys;       /* pinned / device: ACC_CU_MAXJOBS * ACC_CU_RK_STRIDE words */
     uint32_t *d_chain;               /* device: 4 words per job */
@@ -122,7 +123,7 @@ int acc_cu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* e != cudaSuccess: record "what: CUDA's text" and return -1; else 0. */
 int acc_cu_check(cudaError_t e, const char *what);
 /* After a failed run: if the context is poisoned (sticky error), mark the plugin broken. */
-void acc_cu_after_error(void);
+void acc_cu_after_error(acc_cu_slot *sl);
 
 /* The process's host team, started on first use; NULL where the caller works alone. */
 acc_ht *acc_cu_team(void);
@@ -146,6 +147,10 @@ void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n);
 /* Bytes per chunk for a group of total bytes (small groups cut into ACCELAES_CUDA_SPLIT chunks). */
 size_t acc_cu_group_chunk(size_t total);
 int acc_cu_fail_after_hit(void);
+
+/* The slot's streams and buffers, made on its first run (sl->lock held): a process that uses one slot
+ * holds one slot's device memory, not every slot's. 0, or -1 with the error recorded. */
+int acc_cu_slot_make(acc_cu_slot *sl);
 
 /* Wait, sleeping, for everything queued so far on bf's stream; CUDA's error if any. */
 cudaError_t acc_cu_sync(acc_cu_buf *bf);

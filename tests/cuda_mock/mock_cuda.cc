@@ -143,6 +143,7 @@ static struct {
     unsigned long long regs_total, unpinned, ro_writes, hostptr, spin_waits, kern_host;
     unsigned long long h2d[3], d2h[3];    /* bytes by H_* */
     unsigned long long d2h_pinned_blocks; /* d2h[H_PINNED] in copies of whole AES blocks: data, not a flag word */
+    unsigned long long dev_live, dev_peak; /* device memory held now / at most (GPU memory per process) */
 } g_st;
 
 /* The range of m holding all of [a, a + len), or m.end(). */
@@ -232,10 +233,10 @@ extern "C" __attribute__((visibility("default"))) int mock_cuda_stats(char *buf,
     return snprintf(buf, len,
                     "live_regs=%zu live_reg_bytes=%zu regs_total=%llu unpinned=%llu ro_writes=%llu hostptr=%llu "
                     "spin_waits=%llu kern_host=%llu h2d_pinned=%llu h2d_reg=%llu h2d_unpinned=%llu "
-                    "d2h_pinned=%llu d2h_pinned_blocks=%llu d2h_reg=%llu d2h_unpinned=%llu dev_flags=%u",
+                    "d2h_pinned=%llu d2h_pinned_blocks=%llu d2h_reg=%llu d2h_unpinned=%llu dev_flags=%u dev_peak=%llu",
                     g_regs.size(), live, g_st.regs_total, g_st.unpinned, g_st.ro_writes, g_st.hostptr, g_st.spin_waits,
                     g_st.kern_host, g_st.h2d[0], g_st.h2d[1], g_st.h2d[2], g_st.d2h[0], g_st.d2h_pinned_blocks,
-                    g_st.d2h[1], g_st.d2h[2], g_dev_flags);
+                    g_st.d2h[1], g_st.d2h[2], g_dev_flags, g_st.dev_peak);
 }
 
 cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
@@ -323,6 +324,8 @@ cudaError_t cudaMalloc(void **p, size_t len)
         return cudaErrorMemoryAllocation;
     std::lock_guard<std::recursive_mutex> l(g_mu);
     g_device[(uintptr_t)*p] = len;
+    g_st.dev_live += len;
+    g_st.dev_peak = g_st.dev_live > g_st.dev_peak ? g_st.dev_live : g_st.dev_peak;
     return cudaSuccess;
 }
 
@@ -336,6 +339,7 @@ cudaError_t cudaFree(void *p)
             dirty += ((const unsigned char *)p)[i] != 0;
         if (dirty && !g_sticky) /* a dead context cannot be wiped (its memory dies with it) */
             printf("MOCK-UNWIPED: a device buffer of %zu bytes freed with %zu nonzero bytes\n", it->second, dirty);
+        g_st.dev_live -= it->second;
         g_device.erase(it);
     }
     free(p);
