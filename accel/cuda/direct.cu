@@ -207,24 +207,7 @@ static int kernels(dgroup *g, acc_cu_buf *bf, const uint32_t first[3])
     a.chain = g->sl->d_chain;
     a.tables = acc_cu.d_tables;
     a.ks_only = 0; /* CTR: the XOR too, on the device */
-    size_t counts[3] = { pl->nf, pl->ni, pl->nwb - pl->nf - pl->ni }, base = 0;
-    for (int k = 0; k < 3; k++) {
-        if (!counts[k])
-            continue;
-        a.pieces = bf->d_pieces + base;
-        a.npieces = (uint32_t)counts[k];
-        a.nblocks = first[k];
-        base += counts[k];
-        size_t want = (a.nblocks + ACC_CU_THREADS - 1) / ACC_CU_THREADS;
-        size_t cap = (size_t)acc_cu.occ[k == 0 ? ACC_K_FWD : ACC_K_INV] * acc_cu.sms;
-        int grid = (int)(want < cap ? want : cap);
-        cudaError_t e = k == 2 ? acc_cu_launch_cbcenc(&a, bf->st)
-            : k == 0           ? acc_cu_launch_fwd(&a, grid, bf->st)
-                               : acc_cu_launch_inv(&a, grid, bf->st);
-        if (acc_cu_check(e, "kernel launch"))
-            return -1;
-    }
-    return 0;
+    return acc_cu_kernels(&a, bf, first);
 }
 
 /* Queue a chunk: input by DMA from the callers' memory, the kernels, output by DMA into the callers'

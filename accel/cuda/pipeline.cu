@@ -16,7 +16,6 @@ typedef struct group {
     acc_cu_slot *sl;
     acc_gpu_job *jobs;
     size_t n;
-    int fwd_grid_max, inv_grid_max;
     size_t chunk;   /* bytes per chunk for this group (<= the staging buffer size) */
     int nt;         /* copies use non-temporal stores */
     acc_ht *team;   /* host threads sharing each chunk's copies, or NULL */
@@ -194,12 +193,38 @@ int acc_cu_describe(acc_cu_slot *sl, const acc_gpu_job *jobs, acc_cu_buf *bf, co
     return chain;
 }
 
+/* Launch the chunk's kernels on bf's stream, one per kind that has pieces (encrypt direction, decrypt
+ * direction, CBC-encrypt), a's buffers set by the caller: the block-parallel ones on a grid no larger
+ * than the GPU holds at once (persistent: each block loops over many AES blocks). */
+int acc_cu_kernels(acc_kargs *a, acc_cu_buf *bf, const uint32_t first[3])
+{
+    const acc_cu_plan *pl = &bf->p;
+    size_t counts[3] = { pl->nf, pl->ni, pl->nwb - pl->nf - pl->ni }, base = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!counts[k])
+            continue;
+        a->pieces = bf->d_pieces + base;
+        a->npieces = (uint32_t)counts[k];
+        a->nblocks = first[k];
+        base += counts[k];
+        size_t want = (a->nblocks + ACC_CU_THREADS - 1) / ACC_CU_THREADS;
+        size_t cap = (size_t)acc_cu.occ[k == 0 ? ACC_K_FWD : ACC_K_INV] * acc_cu.sms;
+        int grid = (int)(want < cap ? want : cap);
+        cudaError_t e = k == 2 ? acc_cu_launch_cbcenc(a, bf->st)
+            : k == 0           ? acc_cu_launch_fwd(a, grid, bf->st)
+                               : acc_cu_launch_inv(a, grid, bf->st);
+        if (acc_cu_check(e, "kernel launch"))
+            return -1;
+    }
+    return 0;
+}
+
 /* Queue the copies and kernels of the chunk planned in bf->p (its input already staged) on bf's
  * stream. prev: the buffer of the chunk before, still in flight (CBC-encrypt chaining), or NULL. */
 static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
 {
     const acc_cu_plan *pl = &bf->p;
-    size_t np = pl->nwb, nf = pl->nf, ni = pl->ni;
+    size_t np = pl->nwb;
     uint32_t first[3];
     /* CBC-dec chains from the staged input, read before the kernel runs */
     int chain = acc_cu_describe(g->sl, g->jobs, bf, bf->h, first);
@@ -215,26 +240,8 @@ static int launch(group *g, acc_cu_buf *bf, acc_cu_buf *prev)
     a.chain = g->sl->d_chain;
     a.tables = acc_cu.d_tables;
     a.ks_only = acc_cu.ctr_ks;
-    size_t counts[3] = { nf, ni, np - nf - ni }, base = 0;
-    for (int k = 0; k < 3; k++) {
-        if (!counts[k])
-            continue;
-        a.pieces = bf->d_pieces + base;
-        a.npieces = (uint32_t)counts[k];
-        a.nblocks = first[k];
-        base += counts[k];
-        cudaError_t e;
-        if (k == 2) {
-            e = acc_cu_launch_cbcenc(&a, st);
-        } else {
-            size_t want = (a.nblocks + ACC_CU_THREADS - 1) / ACC_CU_THREADS;
-            int cap = k == 0 ? g->fwd_grid_max : g->inv_grid_max;
-            e = k == 0 ? acc_cu_launch_fwd(&a, want < (size_t)cap ? (int)want : cap, st)
-                       : acc_cu_launch_inv(&a, want < (size_t)cap ? (int)want : cap, st);
-        }
-        if (acc_cu_check(e, "kernel launch"))
-            return -1;
-    }
+    if (acc_cu_kernels(&a, bf, first))
+        return -1;
     if (acc_cu_check(cudaEventRecord(bf->kdone, st), "cudaEventRecord")
         || acc_cu_check(cudaMemcpyAsync(bf->h, bf->d_out, pl->bytes, cudaMemcpyDeviceToHost, st), "copy out")
         || acc_cu_check(cudaEventRecord(bf->done, st), "cudaEventRecord"))
@@ -292,8 +299,7 @@ static int may_stage(group *g, const cursor *c, long *chunks_left, int *stop, in
  * and stages the next chunk into the same buffer; at the end the ring drains (copy out only). */
 int acc_cu_staged_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left)
 {
-    group g = { sl, jobs, n, acc_cu.occ[ACC_K_FWD] * acc_cu.sms, acc_cu.occ[ACC_K_INV] * acc_cu.sms, acc_cu.chunk,
-                0, NULL };
+    group g = { sl, jobs, n, acc_cu.chunk, 0, NULL };
     size_t total = 0;
     for (size_t j = 0; j < n; j++)
         total += jobs[j].len;

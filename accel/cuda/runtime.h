@@ -159,6 +159,9 @@ cudaError_t acc_cu_sync(acc_cu_buf *bf);
  * the jobs' own memory); returns whether a CBC-encrypt piece chains from the previous chunk. */
 int acc_cu_describe(acc_cu_slot *sl, const acc_gpu_job *jobs, acc_cu_buf *bf, const uint8_t *staged, uint32_t first[3]);
 
+/* pipeline.cu: the chunk's kernels on bf's stream (a's buffers, keys and tables set by the caller). */
+int acc_cu_kernels(acc_kargs *a, acc_cu_buf *bf, const uint32_t first[3]);
+
 /* direct.cu: one group of at most ACC_CU_MAXJOBS jobs, direct where it can, staged otherwise. */
 int acc_cu_group(acc_cu_slot *sl, acc_gpu_job *jobs, size_t n, long *chunks_left);
 
