@@ -19,19 +19,7 @@
 #include <intel-ipsec-mb.h>
 #endif
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            passed++;                                                                          \
-        } else {                                                                               \
-            failed++;                                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
+#include "tests/c/check.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
@@ -273,6 +261,5 @@ int main(void)
     test_gf128();
     test_inc32_keystream();
     test_engine_split();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return CHECK_SUMMARY();
 }

@@ -6,18 +6,7 @@
 #include <stdio.h>
 #include "provider/gpu.h"
 
-static int passed, failed;
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (cond) {                                                \
-            passed++;                                              \
-        } else {                                                   \
-            failed++;                                              \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
+#include "tests/c/check.h"
 
 /* bytes, GPU wall, GPU CPU, CPU-engine wall, CPU-engine CPU (seconds) */
 static acc_gpu_sample S(size_t bytes, double gw, double gc, double cw, double cc)
@@ -79,6 +68,5 @@ int main(void)
 {
     test_wins();
     test_pick();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return CHECK_SUMMARY();
 }

@@ -10,19 +10,7 @@
 #include "accel/gpu_plugin.h"
 #include "provider/policy.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            passed++;                                                                          \
-        } else {                                                                               \
-            failed++;                                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
+#include "tests/c/check.h"
 
 static acc_settings settings(int backend, size_t split_min, size_t gpu_min)
 {
@@ -164,6 +152,5 @@ int main(void)
     test_settings();
     test_iv_at_block();
     test_gpu_abi();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return CHECK_SUMMARY();
 }
