@@ -12,9 +12,14 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, REPO
+from conftest import BUILD, REPO, SANITIZER
 
 TEST = BUILD / "tests" / "test_regcache"
+
+
+# Checks the binary makes at least; a sanitizer's allocator keeps freed blocks, so there the free + malloc
+# case is not exercised (two checks fewer, and it says so), and only there.
+MIN_CHECKS = 78 if SANITIZER else 80
 
 
 def run(cmd):
@@ -23,6 +28,7 @@ def run(cmd):
         pytest.skip("no userfaultfd watch here: " + proc.stdout[-500:])
     m = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
     assert m and proc.returncode == 0 and m.group(2) == "0", proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert SANITIZER or "free + malloc case not exercised" not in proc.stdout, proc.stdout[-4000:]
     return proc.stdout, int(m.group(1))
 
 
@@ -30,7 +36,7 @@ def test_regcache_unit():
     if not TEST.exists():
         pytest.skip(f"{TEST} is not built (run `make build-only`)")
     out, passed = run([str(TEST)])
-    assert passed >= 80, out
+    assert passed >= MIN_CHECKS, out
     if os.geteuid() == 0:
         assert "frame-number checks skipped" not in out, out   # root: the pagemap checks ran
 
@@ -44,5 +50,5 @@ def test_regcache_unprivileged():
     if not os.access(TEST, os.X_OK) or (os.stat(TEST).st_mode & 0o005) != 0o005:
         pytest.skip(f"{TEST} is not readable and executable by others")
     out, passed = run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(TEST)])
-    assert passed >= 80, out
+    assert passed >= MIN_CHECKS, out
     assert "frame-number checks skipped" in out, out
