@@ -266,12 +266,18 @@ def test_gpu_plugin_failures_under_load(seg, fail):
     name, env = seg
     gpu, cpu = envs(env, ACCELAES_FAKEGPU_FAIL=fail, ACCELAES_GPU_PLUGIN=str(FAKE))
     procs = [start(gpu, "-t", 2, "-s", SECONDS, "-S", SEED + i) for i in range(max(2, PROCS))]
-    verified = 0
+    verified, said = 0, 0
     for p in procs:
         res, err = check_clean(p)
         verified += res["bytes"]
         lines = [ln for ln in err.splitlines() if ln.startswith("accelaes:")]
-        assert len(lines) == 1 and lines[0].startswith(WARN) and "fake GPU" in lines[0], err[-2000:]
+        # once per process, naming its first fallback: the plugin's failure, or (run, half) a request that
+        # queued while the other processes held both slots and finished on the CPU
+        assert len(lines) == 1 and lines[0].startswith(WARN), err[-2000:]
+        busy = "every GPU unit stayed busy" in lines[0]
+        assert "fake GPU" in lines[0] or (busy and fail != "init"), err[-2000:]
+        said += "fake GPU" in lines[0]
+    assert said > 0, "no process reported the plugin's failure"
     t = stat(env)["totals"]
     if fail == "init":
         # The plugin never started: the policy does not even offer requests to the GPU.
