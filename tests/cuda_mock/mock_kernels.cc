@@ -106,36 +106,32 @@ static void run_cbcenc(const acc_kargs a)
 
 int acc_cu_occupancy(int) { return 4; }
 
+/* Queue one kernel: whether it is the one to fail is decided at launch, as CUDA reports it then or later. */
+static cudaError_t launch(const acc_kargs *a, cudaStream_t st, void (*run)(const acc_kargs))
+{
+    acc_kargs k = *a;
+    bool fails = mock_kernel_fails();
+    return mock_enqueue(st, [k, fails, run] {
+        if (mock_kernel_runs(fails))
+            run(k);
+    });
+}
+
 cudaError_t acc_cu_launch_fwd(const acc_kargs *a, int grid, cudaStream_t st)
 {
     if (grid <= 0)
         mock_die("empty grid");
-    acc_kargs k = *a;
-    bool fails = mock_kernel_fails();
-    return mock_enqueue(st, [k, fails] {
-        if (mock_kernel_runs(fails))
-            run_fwd(k);
-    });
+    return launch(a, st, run_fwd);
 }
 
 cudaError_t acc_cu_launch_inv(const acc_kargs *a, int grid, cudaStream_t st)
 {
     if (grid <= 0)
         mock_die("empty grid");
-    acc_kargs k = *a;
-    bool fails = mock_kernel_fails();
-    return mock_enqueue(st, [k, fails] {
-        if (mock_kernel_runs(fails))
-            run_inv(k);
-    });
+    return launch(a, st, run_inv);
 }
 
 cudaError_t acc_cu_launch_cbcenc(const acc_kargs *a, cudaStream_t st)
 {
-    acc_kargs k = *a;
-    bool fails = mock_kernel_fails();
-    return mock_enqueue(st, [k, fails] {
-        if (mock_kernel_runs(fails))
-            run_cbcenc(k);
-    });
+    return launch(a, st, run_cbcenc);
 }
