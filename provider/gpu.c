@@ -43,7 +43,7 @@ static struct {
     acc_gpu_info info;
     int calibrated;
     size_t cal_min;                /* calibrated gpu_min (SIZE_MAX: the GPU never won) */
-    double cal_retry;              /* no calibration attempt before this time (now_s) */
+    double cal_retry;              /* no calibration attempt before this time (CLOCK_MONOTONIC seconds) */
     pthread_mutex_t map;           /* the unit -> slot map */
     int unit_id[UNITMAP_MAX], nmapped;
     uint64_t auto_seen;            /* bytes asked about under backend=auto, gpu_min=auto */
@@ -202,12 +202,6 @@ static int run_on_unit(int unit, acc_gpu_job *jobs, size_t n)
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int calib_run(void *arg, acc_gpu_job *job)
 {
@@ -238,10 +232,10 @@ static size_t gpu_min_now(const acc_settings *s, size_t len)
     if (s->gpu_min != 0)
         return s->gpu_min;
     pthread_mutex_lock(&g.lock);
-    if (!g.calibrated && now_s() >= g.cal_retry) {
+    if (!g.calibrated && acc_gpu_clock_s(CLOCK_MONOTONIC) >= g.cal_retry) {
         g.cal_min = calibrate();
         g.calibrated = g.cal_min != 0;
-        g.cal_retry = now_s() + 1.0;
+        g.cal_retry = acc_gpu_clock_s(CLOCK_MONOTONIC) + 1.0;
         if (g.calibrated && secure_getenv("ACCELAES_GPU_VERBOSE"))
             fprintf(stderr, "accelaes-gpu: gpu_min calibrated to %s%zu\n", g.cal_min == SIZE_MAX ? "never: " : "",
                     g.cal_min);

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include "accel/engine.h"
 #include "provider/settings.h"
 #include "accel/gpu_plugin.h"
@@ -64,5 +65,7 @@ typedef int acc_gpu_calib_run_fn(void *arg, acc_gpu_job *job);
  * best of three each) and pick by acc_gpu_calib_pick; SIZE_MAX if the GPU never wins or a run
  * fails. verbose: one stderr line per size with both figures. */
 size_t acc_gpu_calibrate(acc_gpu_calib_run_fn *run, void *arg, int verbose);
+/* Seconds on clock id (CLOCK_MONOTONIC for wall time, CLOCK_PROCESS_CPUTIME_ID for the host CPU). */
+double acc_gpu_clock_s(clockid_t id);
 
 #endif

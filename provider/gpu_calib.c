@@ -42,7 +42,7 @@ size_t acc_gpu_calib_pick(const acc_gpu_sample *s, size_t n)
     return SIZE_MAX;
 }
 
-static double clock_s(clockid_t id)
+double acc_gpu_clock_s(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts);
@@ -57,7 +57,7 @@ typedef struct side_t {
 
 static void keep_best(side_t *best, double w0, double c0)
 {
-    double w = clock_s(CLOCK_MONOTONIC) - w0, c = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    double w = acc_gpu_clock_s(CLOCK_MONOTONIC) - w0, c = acc_gpu_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     best->wall = w < best->wall ? w : best->wall;
     best->cpu = c < best->cpu ? c : best->cpu;
 }
@@ -69,12 +69,12 @@ static int measure(acc_gpu_calib_run_fn *run, void *arg, const acc_engine *eng, 
     for (int rep = 0; rep < reps; rep++) {
         uint8_t ctr[16] = { 0 };
         acc_gpu_job job = { acc_gpu_abi_op(ACC_OP_CTR), 128, key, { 0 }, buf, buf, out->bytes, 0 };
-        double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        double w0 = acc_gpu_clock_s(CLOCK_MONOTONIC), c0 = acc_gpu_clock_s(CLOCK_PROCESS_CPUTIME_ID);
         if (run(arg, &job) != 0 || job.done != out->bytes)
             return -1;
         keep_best(&g, w0, c0);
-        w0 = clock_s(CLOCK_MONOTONIC);
-        c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        w0 = acc_gpu_clock_s(CLOCK_MONOTONIC);
+        c0 = acc_gpu_clock_s(CLOCK_PROCESS_CPUTIME_ID);
         if (!eng->ctr(ks, buf, buf, out->bytes / 16, ctr))
             return -1;
         keep_best(&c, w0, c0);
