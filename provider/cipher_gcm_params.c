@@ -133,7 +133,7 @@ static int failed_to_set(const OSSL_PARAM *p)
 }
 
 /* IV and UPDATED_IV are the same bytes for GCM (the default answers both with its IV buffer). */
-static int get_iv(const acc_gcm_ctx *g, OSSL_PARAM *p)
+static int get_iv(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
     if (g->iv_state == ACC_GCM_IV_UNSET)
         return 0;   /* no error raised, as the default */
@@ -147,7 +147,7 @@ static int get_iv(const acc_gcm_ctx *g, OSSL_PARAM *p)
     return 1;
 }
 
-static int get_tag(const acc_gcm_ctx *g, OSSL_PARAM *p)
+static int get_tag(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
     size_t sz = p->data_size;
 
@@ -160,32 +160,77 @@ static int get_tag(const acc_gcm_ctx *g, OSSL_PARAM *p)
     return 1;
 }
 
+static int get_ivlen(acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    return OSSL_PARAM_set_size_t(p, g->ivlen) || failed_to_set(p);
+}
+
+static int get_keylen(acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    return OSSL_PARAM_set_size_t(p, g->base.keylen) || failed_to_set(p);
+}
+
+static int get_taglen(acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    return OSSL_PARAM_set_size_t(p, g->taglen != ACC_GCM_UNSET ? g->taglen : ACC_GCM_TAG_LEN) || failed_to_set(p);
+}
+
+static int get_aad_pad(acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    return OSSL_PARAM_set_size_t(p, g->tls_aad_pad_sz) || failed_to_set(p);
+}
+
+static int get_ivgen(acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    /* no error raised, as the default */
+    return p->data != NULL && p->data_type == OSSL_PARAM_OCTET_STRING && getivgen(g, p->data, p->data_size);
+}
+
 /* In the default's order, so that a call with several bad parameters fails on the same one. */
+static const struct {
+    const char *key;
+    int (*get)(acc_gcm_ctx *g, OSSL_PARAM *p);
+} gets[] = {
+    { OSSL_CIPHER_PARAM_IVLEN, get_ivlen },
+    { OSSL_CIPHER_PARAM_KEYLEN, get_keylen },
+    { OSSL_CIPHER_PARAM_AEAD_TAGLEN, get_taglen },
+    { OSSL_CIPHER_PARAM_IV, get_iv },
+    { OSSL_CIPHER_PARAM_UPDATED_IV, get_iv },
+    { OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, get_aad_pad },
+    { OSSL_CIPHER_PARAM_AEAD_TAG, get_tag },
+    { OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, get_ivgen },
+};
+
+#define NGETS (sizeof(gets) / sizeof(gets[0]))
+
+/* The entry of a parameter's name, NGETS for none: the first two bytes sift before strcmp. */
+static size_t get_find(const char *key)
+{
+    for (size_t i = 0; i < NGETS; i++)
+        if (key[0] == gets[i].key[0] && key[1] == gets[i].key[1] && strcmp(key, gets[i].key) == 0)
+            return i;
+    return NGETS;
+}
+
 int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
 {
     acc_gcm_ctx *g = vctx;
     OSSL_PARAM *p;
+    size_t i;
 
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL && !OSSL_PARAM_set_size_t(p, g->ivlen))
-        return failed_to_set(p);
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL
-        && !OSSL_PARAM_set_size_t(p, g->base.keylen))
-        return failed_to_set(p);
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TAGLEN)) != NULL
-        && !OSSL_PARAM_set_size_t(p, g->taglen != ACC_GCM_UNSET ? g->taglen : ACC_GCM_TAG_LEN))
-        return failed_to_set(p);
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IV)) != NULL && !get_iv(g, p))
-        return 0;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_UPDATED_IV)) != NULL && !get_iv(g, p))
-        return 0;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD)) != NULL
-        && !OSSL_PARAM_set_size_t(p, g->tls_aad_pad_sz))
-        return failed_to_set(p);
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TAG)) != NULL && !get_tag(g, p))
-        return 0;
-    if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN)) != NULL
-        && (p->data == NULL || p->data_type != OSSL_PARAM_OCTET_STRING || !getivgen(g, p->data, p->data_size)))
-        return 0;   /* no error raised, as the default */
+    if (params == NULL)
+        return 1;
+    /* One parameter, as each EVP ctrl asks (the tag, once per record): straight to its entry, where
+     * eight OSSL_PARAM_locate scans cost more than a 16-byte record's AES and GHASH. The order
+     * matters only between several. */
+    if (params[0].key != NULL && params[1].key == NULL) {
+        if (strcmp(params[0].key, OSSL_CIPHER_PARAM_AEAD_TAG) == 0)  /* the common one, compared inline */
+            return get_tag(g, params);
+        return (i = get_find(params[0].key)) == NGETS || gets[i].get(g, params);
+    }
+    for (i = 0; i < NGETS; i++)
+        if ((p = OSSL_PARAM_locate(params, gets[i].key)) != NULL && !gets[i].get(g, p))
+            return 0;
     return 1;
 }
 
@@ -231,33 +276,67 @@ static int set_ivlen(acc_gcm_ctx *g, const OSSL_PARAM *p)
     return 1;
 }
 
+static int set_tls_aad(acc_gcm_ctx *g, const OSSL_PARAM *p)
+{
+    size_t sz;
+
+    if (p->data_type != OSSL_PARAM_OCTET_STRING)
+        return failed_to_get(p);
+    if ((sz = tls_init(g, p->data, p->data_size)) == 0) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_AAD), "TLS AAD of %zu bytes or its length field", p->data_size);
+        return 0;
+    }
+    g->tls_aad_pad_sz = sz;
+    return 1;
+}
+
+static int set_iv_fixed(acc_gcm_ctx *g, const OSSL_PARAM *p)
+{
+    if (p->data_type != OSSL_PARAM_OCTET_STRING || !tls_iv_set_fixed(g, p->data, p->data_size))
+        return failed_to_get(p);
+    return 1;
+}
+
+static int set_iv_inv(acc_gcm_ctx *g, const OSSL_PARAM *p)
+{
+    /* no error raised, as the default */
+    return p->data != NULL && p->data_type == OSSL_PARAM_OCTET_STRING && setivinv(g, p->data, p->data_size);
+}
+
+/* In the default's order, as gets[]. */
+static const struct {
+    const char *key;
+    int (*set)(acc_gcm_ctx *g, const OSSL_PARAM *p);
+} sets[] = {
+    { OSSL_CIPHER_PARAM_AEAD_TAG, set_tag },
+    { OSSL_CIPHER_PARAM_AEAD_IVLEN, set_ivlen },
+    { OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, set_tls_aad },
+    { OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED, set_iv_fixed },
+    { OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV, set_iv_inv },
+};
+
+#define NSETS (sizeof(sets) / sizeof(sets[0]))
+
 int acc_gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 {
     acc_gcm_ctx *g = vctx;
     const OSSL_PARAM *p;
-    size_t sz;
+    size_t i;
 
     if (params == NULL)
         return 1;
-    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TAG)) != NULL && !set_tag(g, p))
-        return 0;
-    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_IVLEN)) != NULL && !set_ivlen(g, p))
-        return 0;
-    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD)) != NULL) {
-        if (p->data_type != OSSL_PARAM_OCTET_STRING)
-            return failed_to_get(p);
-        if ((sz = tls_init(g, p->data, p->data_size)) == 0) {
-            acc_raise(ACC_PROV_R(PROV_R_INVALID_AAD), "TLS AAD of %zu bytes or its length field", p->data_size);
-            return 0;
-        }
-        g->tls_aad_pad_sz = sz;
+    /* One parameter (a decryption's tag, once per record): straight to its entry, as get */
+    if (params[0].key != NULL && params[1].key == NULL) {
+        if (strcmp(params[0].key, OSSL_CIPHER_PARAM_AEAD_TAG) == 0)
+            return set_tag(g, params);
+        for (i = 0; i < NSETS; i++)
+            if (params[0].key[0] == sets[i].key[0] && strcmp(params[0].key, sets[i].key) == 0)
+                return sets[i].set(g, params);
+        return 1;
     }
-    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED)) != NULL
-        && (p->data_type != OSSL_PARAM_OCTET_STRING || !tls_iv_set_fixed(g, p->data, p->data_size)))
-        return failed_to_get(p);
-    if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV)) != NULL
-        && (p->data == NULL || p->data_type != OSSL_PARAM_OCTET_STRING || !setivinv(g, p->data, p->data_size)))
-        return 0;   /* no error raised, as the default */
+    for (i = 0; i < NSETS; i++)
+        if ((p = OSSL_PARAM_locate_const(params, sets[i].key)) != NULL && !sets[i].set(g, p))
+            return 0;
     return 1;
 }
 
