@@ -170,6 +170,17 @@ test-compat: deps
 	@$(MAKE) --no-print-directory $(BUILD)/accelaes.so $(BUILD)/accelaes-stat
 	COMPAT_MODULES=$(BUILD) COMPAT_DIR=$(COMPAT_DIR) timeout $(COMPAT_TIMEOUT) bash tools/compat/run.sh
 
+# `make test-release RELEASE=trixie [RELEASE_TEST="check test-compat"]`: this checkout, as a fresh clone has it, built
+# and tested in a Debian root of that release kept in build/releases/RELEASE (tools/release-root.sh: bookworm
+# OpenSSL 3.0, trixie 3.5 LTS, forky 3.6, sid-exp sid with experimental's 4.0), through the README's own commands:
+# `make` (which installs what it needs), then the targets in RELEASE_TEST. CI runs trixie with the compat suites,
+# the real programs and the package, forky and sid-exp with make check.
+RELEASE ?= trixie
+RELEASE_TEST ?= check
+.PHONY: test-release
+test-release:
+	sh tools/release-root.sh $(RELEASE) sh -c 'make && make $(RELEASE_TEST)'
+
 # Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
 # build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
 # `make valgrind`: memcheck over a whole provider life, both engines (tests/test_valgrind.py).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/compat/sources.sh DIR: fetch and unpack, under DIR, the Debian source packages of the
-# installed libssl3 (source package openssl) and python3-cryptography (python-cryptography), with
+# installed libssl3/libssl3t64 (source package openssl) and python3-cryptography (python-cryptography), with
 # `apt-get source PKG=VERSION` (Debian's patches applied by dpkg-source). Writes DIR/sources.env
 # (OPENSSL_SRC, OPENSSL_SRC_VERSION, PYCA_SRC, PYCA_SRC_VERSION, ...) for tools/compat/run.sh.
 #
@@ -86,6 +86,11 @@ fetch() {
 }
 
 rm -f "$DIR/sources.env.new"
-fetch libssl3 OPENSSL || exit 1
+# The package that holds the libcrypto in use: libssl3 on Debian 12, libssl3t64 from Debian 13 on (the 64-bit
+# time_t transition renamed it).
+libcrypto=$(ldconfig -p | awk '/libcrypto\.so\.[0-9]+ .*x86-64|libcrypto\.so\.[0-9]+ \(libc6,x86-64\)/{print $NF; exit}')
+libssl_pkg=$(dpkg -S "$(readlink -f "${libcrypto:-/nonexistent}")" 2>/dev/null | sed -n '1s/:.*//p')
+[ -n "$libssl_pkg" ] || { say "cannot tell which package holds libcrypto (${libcrypto:-not found by ldconfig})" >&2; exit 1; }
+fetch "$libssl_pkg" OPENSSL || exit 1
 fetch python3-cryptography PYCA || exit 1
 mv "$DIR/sources.env.new" "$DIR/sources.env"
