@@ -60,20 +60,32 @@ fetch() {
     avail=$(src_versions "$src")
   fi
   if [ -z "$avail" ]; then say "no source version of $src is available from the configured deb-src entries" >&2; return 1; fi
-  # shellcheck disable=SC2086
-  ver=$("$PY" "$HERE/compat.py" pick-version "$want" $avail) || return 1
-  if [ "$ver" = "$want" ]; then
-    say "$src source: $ver (the installed $bin is $binver)"
-  else
-    say "$src source: the installed version $want is not in the archive any more; using the NEAREST available, $ver (available: $(echo $avail))"
-  fi
-  stamp="$DIR/.${src}_${ver}.done"
-  if [ ! -f "$stamp" ]; then
-    rm -rf "$DIR/$src-"*/ "$DIR/${src}_"* 2>/dev/null
-    (cd "$DIR" && timeout 600 apt-get source -q "$src=$ver") >"$DIR/apt-source-$src.log" 2>&1 \
-      || { say "apt-get source $src=$ver failed (log: $DIR/apt-source-$src.log)" >&2; tail -5 "$DIR/apt-source-$src.log" >&2; return 1; }
-    touch "$stamp"
-  fi
+  # The nearest version whose files the archive really serves: an index can list a version whose files a
+  # mirror no longer has (seen with Debian 13's openssl 3.5.9-1~deb13u1: listed, 404 on download).
+  while :; do
+    # shellcheck disable=SC2086
+    ver=$("$PY" "$HERE/compat.py" pick-version "$want" $avail) || return 1
+    if [ "$ver" = "$want" ]; then
+      say "$src source: $ver (the installed $bin is $binver)"
+    else
+      say "$src source: the installed version $want cannot be had from the archive; using the NEAREST available, $ver (available: $(echo $avail))"
+    fi
+    stamp="$DIR/.${src}_${ver}.done"
+    up=${ver#*:}; up=${up%-*}
+    [ -f "$stamp" ] && [ -d "$DIR/$src-$up" ] && break
+    # fetched aside, so that a failed try leaves an earlier good source in place
+    rm -rf "$DIR/.get" && mkdir -p "$DIR/.get"
+    if (cd "$DIR/.get" && timeout 600 apt-get source -q "$src=$ver") >"$DIR/apt-source-$src.log" 2>&1; then
+      rm -rf "$DIR/$src-"*/ "$DIR/${src}_"* "$DIR/.${src}_"*.done 2>/dev/null
+      mv "$DIR/.get/"* "$DIR/" && rm -rf "$DIR/.get"
+      touch "$stamp"
+      break
+    fi
+    say "apt-get source $src=$ver failed (log: $DIR/apt-source-$src.log)" >&2
+    tail -3 "$DIR/apt-source-$src.log" >&2
+    avail=$(printf '%s\n' $avail | grep -vxF "$ver")
+    [ -n "$avail" ] || { say "no other version of $src to try" >&2; return 1; }
+  done
   upstream=${ver#*:}; upstream=${upstream%-*}
   dir="$DIR/$src-$upstream"
   [ -d "$dir" ] || { say "apt-get source $src=$ver did not unpack into $dir" >&2; return 1; }
