@@ -61,8 +61,8 @@ all: deps
 	@$(MAKE) --no-print-directory build-only
 .PHONY: build-only
 build-only: $(TARGETS)
-ifeq ($(HAVE_IPSECMB),)
-	@echo "note: intel-ipsec-mb not found: built without multi-buffer batching (apt-get install libipsec-mb-dev)"
+ifneq ($(HAVE_IPSECMB),1)
+	@echo "note: built without intel-ipsec-mb (HAVE_IPSECMB=$(HAVE_IPSECMB)): no multi-buffer lanes, no ipsec-mb GCM (apt-get install libipsec-mb-dev)"
 endif
 ifeq ($(NVCC),)
 	@echo "note: nvcc not found: the CUDA plugin build/accelaes-cuda.so was not built"
@@ -232,9 +232,9 @@ FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 .PHONY: fuzz fuzz-smoke
 fuzz: test-deps
-	sh fuzz/run.sh fuzz $(FUZZ_SECONDS)
+	HAVE_IPSECMB=$(HAVE_IPSECMB) HAVE_NUMA=$(HAVE_NUMA) sh fuzz/run.sh fuzz $(FUZZ_SECONDS)
 fuzz-smoke: test-deps
-	sh fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
+	HAVE_IPSECMB=$(HAVE_IPSECMB) HAVE_NUMA=$(HAVE_NUMA) sh fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
 
 # `make deb`: build/accelaes_VERSION_ARCH.deb (tools/mkdeb.sh: the module in MODULESDIR, the tools in
 # /usr/bin, conf/accelaes.cnf in /usr/share/accelaes, man pages; Depends from dpkg-shlibdeps).

@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
+#include "accel/mb.h"
 #include "provider/algs.h"
 #include "provider/cipher_hmac.h"
 #include "scheduler/forksafe.h"
@@ -198,14 +199,30 @@ static const OSSL_PARAM *prov_gettable_params(void *vprov)
     return prov_param_types;
 }
 
+/* The multi-buffer lanes as build info says them: tests that need the lanes read it (conftest.py
+ * lanes_missing) to skip, saying why, where the build or the CPU has none. */
+static void lanes_info(char *buf, size_t n)
+{
+    const char *lib = acc_mb_library();
+
+    if (lib == NULL)
+        snprintf(buf, n, "lanes none (built without intel-ipsec-mb)");
+    else if (!acc_mb_available())
+        snprintf(buf, n, "lanes none (intel-ipsec-mb %s: no hardware AES here)", lib);
+    else
+        snprintf(buf, n, "lanes %d (intel-ipsec-mb %s)", acc_mb_lanes(), lib);
+}
+
 static int prov_get_params(void *vprov, OSSL_PARAM params[])
 {
     acc_prov_ctx *prov = vprov;
-    static char buildinfo[160];
+    static char buildinfo[256];
+    char lanes[96];
     OSSL_PARAM *p;
 
-    snprintf(buildinfo, sizeof(buildinfo), "accelaes %s, engine %s, built " __DATE__,
-             ACC_PROV_VERSION, prov->eng != NULL ? prov->eng->name : "none");
+    lanes_info(lanes, sizeof(lanes));
+    snprintf(buildinfo, sizeof(buildinfo), "accelaes %s, engine %s, %s, built " __DATE__, ACC_PROV_VERSION,
+             prov->eng != NULL ? prov->eng->name : "none", lanes);
     if ((p = OSSL_PARAM_locate(params, OSSL_PROV_PARAM_NAME)) != NULL
         && !OSSL_PARAM_set_utf8_ptr(p, "accelaes AES offload provider"))
         return 0;
