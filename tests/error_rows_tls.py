@@ -190,6 +190,34 @@ for _rid, _specs in (("set-multiblock-max-send-fragment-wrong-type",
         return set_params(c, specs)
 
 
+# TLS1_1_MULTIBLOCK_AAD's refusals (libssl then writes one record at a time): OpenSSL 3.5.9's
+# default checks the interleave and the lengths first, with an error; 3.0.19's takes them and
+# refuses only a short write, TLS 1.0 or a decryption, without one (provider/compat.h)
+_MB_AAD = [  # id, enc, version, length field, the parameter's size (the write), interleave
+    ("mb-aad-interleave-5", 1, V_TLS1_2, 0, 4 * 16384, 5), ("mb-aad-interleave-12", 1, V_TLS1_2, 0, 4 * 16384, 12),
+    ("mb-aad-size-12", 1, V_TLS1_2, 0, 12, 4), ("mb-aad-size-past-4-records", 1, V_TLS1_2, 0, 4 * 16384 + 1, 4),
+    ("mb-aad-size-past-8-records", 1, V_TLS1_2, 0, 8 * 16384 + 1, 8),
+    ("mb-aad-field-past-a-record", 1, V_TLS1_2, 16385, 16385, 8),
+    ("mb-aad-field-too-short", 1, V_TLS1_2, 4000, 4000, 8), ("mb-aad-tls1", 1, V_TLS1, 0, 4 * 16384, 4),
+    ("mb-aad-tls1-interleave-5", 1, V_TLS1, 0, 4 * 16384, 5), ("mb-aad-decrypt", 0, V_TLS1_2, 0, 4 * 16384, 4),
+    ("mb-aad-accepted", 1, V_TLS1_2, 0, 4 * 16384, 4)]
+for _rid, _enc, _version, _field, _size, _il in _MB_AAD:
+    @row(_rid, STITCHED)
+    def _(env, name, enc=_enc, version=_version, field=_field, size=_size, il=_il):
+        c = _stitched(env, name, enc)
+        # the parameter's size is the write's length (the field 0) and its data the header, as
+        # libssl passes them: the 13 bytes are there even where the size says fewer
+        p = evp.Params([("tls1multi_aad", "octet", _aad(version, field) + bytes(max(size - 13, 0))),
+                        ("tls1multi_interleave", "uint", il, 4)])
+        p.arr[0].data_size = size
+        env.go()
+        ok = evp.C.EVP_CIPHER_CTX_set_params(c.ptr, p.ptr)
+        if not ok:
+            return ok
+        ok, p = c.get_params([("tls1multi_aadpacklen", "uint", 0, 4), ("tls1multi_interleave", "uint", 0, 4)])
+        return ok, p.value(0), p.value(1)
+
+
 @row("get-multiblock-max-bufsize-wrong-type", STITCHED)
 def _(env, name):
     c = _stitched(env, name, 1)
