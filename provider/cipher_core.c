@@ -278,8 +278,14 @@ bad:
     return 0;
 }
 
-static int set_iv_param(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
+/* Either form the caller asked for. The order shows where libcrypto raises on the form that
+ * does not fit (OpenSSL 3.2 and later: an 8-byte buffer gets "too small buffer" and "param of
+ * incompatible type" in the order tried): the default's plain AES tries the pointer first, its
+ * stitched ciphers the string. */
+static int set_iv_param(const acc_cipher_ctx *c, OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
 {
+    if (c->kind->iv_string_first)
+        return OSSL_PARAM_set_octet_string(p, iv, ivlen) || OSSL_PARAM_set_octet_ptr(p, iv, ivlen);
     return OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen);
 }
 
@@ -293,9 +299,9 @@ static int core_param(const acc_cipher_ctx *c, OSSL_PARAM *p)
     if (strcmp(p->key, OSSL_CIPHER_PARAM_KEYLEN) == 0)
         return OSSL_PARAM_set_size_t(p, c->keylen);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_IV) == 0)
-        return set_iv_param(p, c->oiv, ivlen);
+        return set_iv_param(c, p, c->oiv, ivlen);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_UPDATED_IV) == 0)
-        return set_iv_param(p, c->iv, ivlen);
+        return set_iv_param(c, p, c->iv, ivlen);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_PADDING) == 0)
         return OSSL_PARAM_set_uint(p, c->pad);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_NUM) == 0)

@@ -26,6 +26,8 @@ typedef struct acc_cipher_kind {
     int aead, tls1_multiblock;  /* the flags get_params reports */
     int custom_iv;              /* likewise: the cipher handles its IV itself (GCM) */
     int dup_raises;             /* a failed dupctx raises a malloc error (the default's plain AES does) */
+    int iv_string_first;        /* get iv / updated-iv tries the octet string before the pointer
+                                   (the default's stitched ciphers do; cipher_core.c) */
     void (*on_new)(struct acc_cipher_ctx *c);
     /* a new key was given: state that goes with the old key goes (before the schedule is made) */
     void (*on_key)(struct acc_cipher_ctx *c);

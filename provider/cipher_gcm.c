@@ -90,6 +90,7 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
     int was = g->base.enc;
 
     g->base.enc = enc;
+    g->iv_gen_rand = 0; /* "iv-generated" answers for the IV of this init only, as 3.5's */
     if (iv != NULL) {
         if (ivlen == 0 || ivlen > ACC_GCM_IV_MAX) {
             acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 1..%d", ivlen, ACC_GCM_IV_MAX);
@@ -287,6 +288,7 @@ static int iv_generate(acc_gcm_ctx *g)
     if (g->ivlen < ACC_GCM_IV_DEFAULT || RAND_bytes_ex(g->base.prov->libctx, g->iv, g->ivlen, 0) <= 0)
         return 0;
     g->iv_state = ACC_GCM_IV_BUFFERED;
+    g->iv_gen_rand = 1;
     return 1;
 }
 

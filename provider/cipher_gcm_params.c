@@ -8,7 +8,12 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 #include "provider/cipher_gcm.h"
+#include "provider/compat.h"
 #include "provider/prov.h"
+
+/* OSSL_CIPHER_PARAM_AEAD_IV_GENERATED, spelt out: headers older than 3.5 lack the name, and what
+ * counts is the release that loads accelaes (provider/compat.h) */
+#define IV_GENERATED "iv-generated"
 
 /* ======================== The TLS IV: fixed part, invocation field ======================== */
 
@@ -186,6 +191,10 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN)) != NULL
         && (p->data == NULL || p->data_type != OSSL_PARAM_OCTET_STRING || !getivgen(g, p->data, p->data_size)))
         return 0;   /* no error raised, as the default */
+    /* no PROV error either: only libcrypto's, where the parameter's type does not fit */
+    if (acc_compat()->gcm_iv_generated && (p = OSSL_PARAM_locate(params, IV_GENERATED)) != NULL
+        && !OSSL_PARAM_set_uint(p, (unsigned int)g->iv_gen_rand))
+        return 0;
     return 1;
 }
 
@@ -263,22 +272,24 @@ int acc_gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 
 /* ======================== Tables (the default's AEAD tables) ======================== */
 
+#define GCM_GETTABLE                                                                                     \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL), \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),                                  \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),                                    \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL),                                    \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0)
+
+/* The running release's table (provider/compat.h): 3.5 adds "iv-generated" at the end. */
 const OSSL_PARAM *acc_gcm_gettable_ctx_params(void *vctx, void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known_3_0[] = { GCM_GETTABLE, OSSL_PARAM_END };
+    static const OSSL_PARAM known_3_5[] = { GCM_GETTABLE, OSSL_PARAM_uint(IV_GENERATED, NULL), OSSL_PARAM_END };
+
     (void)vctx;
     (void)provctx;
-    return known;
+    return acc_compat()->gcm_iv_generated ? known_3_5 : known_3_0;
 }
 
 const OSSL_PARAM *acc_gcm_settable_ctx_params(void *vctx, void *provctx)

@@ -12,12 +12,14 @@
 #include <openssl/params.h>
 #include "provider/batch.h"
 #include "provider/cipher_hmac.h"
+#include "provider/compat.h"
 #include "provider/names.h"
 #include "provider/prov.h"
 
 #define BLK ACC_AES_BLOCK
 #define V_SSL3 0x0300
 #define V_TLS1 0x0301
+#define MAX_PLAIN 16384 /* SSL3_RT_MAX_PLAIN_LENGTH: one record's plaintext */
 
 /* ======================== Kind hooks (the core does the rest) ======================== */
 
@@ -64,6 +66,15 @@ static void hmac_on_key(acc_cipher_ctx *c)
 
 /* ======================== Parameters ======================== */
 
+/* The checks OpenSSL 3.5.9's default makes of a multiblock AAD before anything else
+ * (provider/compat.h): 4 or 8 records, each of at most one record's plaintext. */
+static int mb_aad_fits(const unsigned char *aad, size_t len, unsigned int interleave)
+{
+    if ((interleave != 4 && interleave != 8) || len < ACC_HMAC_AAD_LEN || len > (size_t)interleave * MAX_PLAIN)
+        return 0;
+    return ((size_t)aad[11] << 8 | aad[12]) <= MAX_PLAIN;
+}
+
 /* OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_*: the write of 4 or 8 records at once (cipher_hmac_multi.c).
  * A refused AAD or write fails with no error raised, as the default's does: libssl then writes
  * one record at a time. */
@@ -80,6 +91,8 @@ static int set_multiblock(acc_hmac_ctx *h, const OSSL_PARAM params[])
             || !OSSL_PARAM_get_uint(pi, &interleave))
             goto bad;
         /* data_size is the write's length, not the 13 bytes of header data points at */
+        if (acc_compat()->mb_aad_checked && !mb_aad_fits(p->data, p->data_size, interleave))
+            goto bad;
         if (!acc_hmac_mb_aad(h, p->data, p->data_size, interleave))
             return 0;
     }
@@ -300,39 +313,43 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
 
 /* The AEAD and TLS1 multiblock flags are the default's: libssl keys its record handling on the
  * one and its 4- or 8-record writes on the other. */
-#define ACC_HMAC_FUNCTIONS(kbits, sha)                                                         \
-    static const acc_hmac_kind aes##kbits##_##sha##_kind = {                                    \
-        { .mode = ACC_MODE_CBC, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_hmac_ctx),         \
-          .aead = 1, .tls1_multiblock = 1, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
-          .set_ctx_params = hmac_set_ctx_params },                                               \
-        &acc_hmac_##sha                                                                          \
-    };                                                                                          \
-    static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                              \
-    static void *aes##kbits##_##sha##_newctx(void *provctx)                                     \
-    {                                                                                           \
-        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                     \
-    }                                                                                           \
-    static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                      \
-    static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                             \
-    {                                                                                           \
-        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                  \
-    }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                     \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },               \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
-        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
-        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
-        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },       \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
-        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },               \
-        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },               \
-        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },     \
-        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))hmac_settable_ctx_params },     \
-        { 0, NULL }                                                                             \
+#define ACC_HMAC_FUNCTIONS(kbits, sha)                                                                  \
+    static const acc_hmac_kind aes##kbits##_##sha##_kind = { { .mode = ACC_MODE_CBC,                    \
+                                                               .keylen = (kbits) / 8,                   \
+                                                               .ctx_size = sizeof(acc_hmac_ctx),        \
+                                                               .aead = 1,                               \
+                                                               .tls1_multiblock = 1,                    \
+                                                               .iv_string_first = 1,                    \
+                                                               .on_new = hmac_on_new,                   \
+                                                               .on_key = hmac_on_key,                   \
+                                                               .set_ctx_params = hmac_set_ctx_params }, \
+                                                             &acc_hmac_##sha };                         \
+    static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                                      \
+    static void *aes##kbits##_##sha##_newctx(void *provctx)                                             \
+    {                                                                                                   \
+        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                             \
+    }                                                                                                   \
+    static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                              \
+    static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                                     \
+    {                                                                                                   \
+        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                          \
+    }                                                                                                   \
+    static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                             \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },                       \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                               \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                                 \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                            \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                            \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                                       \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                         \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                                      \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },               \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },               \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },                       \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },                       \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },             \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))hmac_settable_ctx_params },             \
+        { 0, NULL }                                                                                     \
     }
 
 ACC_HMAC_FUNCTIONS(128, sha1);

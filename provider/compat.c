@@ -1,0 +1,162 @@
+/* provider/compat.c: the running release's differences (provider/compat.h), found by asking the
+ * running default provider itself, once per process: its own cipher dispatch tables, in a private
+ * library context (no configuration, no ENGINE, nothing of the application's), with the calls
+ * that tell one behaviour from the other. Patch releases take such changes (the num check came to
+ * 3.5 and 3.6 in a patch release), so asking beats a table of version numbers; where the default
+ * cannot be asked (no stitched ciphers on this CPU, or no default provider), the release number
+ * decides: OpenSSL 3.5 or later behaves as 3.5.9 does. Every error the questions raise is
+ * dropped (ERR_set_mark / ERR_pop_to_mark): the application's queue is left as it was. */
+#include <pthread.h>
+#include <string.h>
+#include <strings.h>
+#include <openssl/core_dispatch.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/params.h>
+#include <openssl/provider.h>
+#include "provider/compat.h"
+
+static acc_compat_flags flags;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+typedef struct {
+    OSSL_FUNC_cipher_newctx_fn *newctx;
+    OSSL_FUNC_cipher_encrypt_init_fn *einit;
+    OSSL_FUNC_cipher_set_ctx_params_fn *set;
+    OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable;
+    OSSL_FUNC_cipher_freectx_fn *freectx;
+    void *provctx;
+} cipher_fns;
+
+/* name among an algorithm's colon-separated names */
+static int has_name(const char *names, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *s = names; s != NULL && *s != '\0'; s = strchr(s, ':') ? strchr(s, ':') + 1 : NULL)
+        if (strncasecmp(s, name, n) == 0 && (s[n] == ':' || s[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
+{
+    int no_cache = 0;
+    const OSSL_ALGORITHM *algs = OSSL_PROVIDER_query_operation(prov, OSSL_OP_CIPHER, &no_cache);
+    const OSSL_DISPATCH *d = NULL;
+
+    memset(f, 0, sizeof(*f));
+    for (const OSSL_ALGORITHM *a = algs; a != NULL && a->algorithm_names != NULL && d == NULL; a++)
+        if (has_name(a->algorithm_names, name))
+            d = a->implementation;
+    for (; d != NULL && d->function_id != 0; d++) {
+        switch (d->function_id) {
+        case OSSL_FUNC_CIPHER_NEWCTX:
+            f->newctx = OSSL_FUNC_cipher_newctx(d);
+            break;
+        case OSSL_FUNC_CIPHER_ENCRYPT_INIT:
+            f->einit = OSSL_FUNC_cipher_encrypt_init(d);
+            break;
+        case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
+            f->set = OSSL_FUNC_cipher_set_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS:
+            f->gettable = OSSL_FUNC_cipher_gettable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_FREECTX:
+            f->freectx = OSSL_FUNC_cipher_freectx(d);
+            break;
+        }
+    }
+    if (algs != NULL)
+        OSSL_PROVIDER_unquery_operation(prov, OSSL_OP_CIPHER, algs);
+    f->provctx = OSSL_PROVIDER_get0_provider_ctx(prov);
+    return f->newctx != NULL && f->einit != NULL && f->set != NULL && f->freectx != NULL;
+}
+
+/* Does the default's AES-128-ECB take a num of 16? (-1: cannot tell) */
+static int takes_num_16(OSSL_PROVIDER *prov)
+{
+    cipher_fns f;
+    unsigned int num = 16;
+    OSSL_PARAM p[2] = { OSSL_PARAM_uint(OSSL_CIPHER_PARAM_NUM, &num), OSSL_PARAM_END };
+    void *ctx;
+    int ok;
+
+    if (!find_cipher(prov, "AES-128-ECB", &f) || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    ok = f.set(ctx, p);
+    f.freectx(ctx);
+    return ok;
+}
+
+/* Does the default's GCM list "iv-generated"? (-1: cannot tell) */
+static int lists_iv_generated(OSSL_PROVIDER *prov)
+{
+    cipher_fns f;
+    const OSSL_PARAM *t;
+
+    if (!find_cipher(prov, "AES-128-GCM", &f) || f.gettable == NULL || (t = f.gettable(NULL, f.provctx)) == NULL)
+        return -1;
+    return OSSL_PARAM_locate_const(t, "iv-generated") != NULL;
+}
+
+/* Does the default's stitched cipher refuse a multiblock AAD of interleave 5, which 3.0 takes as
+ * 4? (-1: cannot tell: no stitched cipher on this CPU) */
+static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], mackey[20];
+    unsigned char aad[13] = { 0, 0, 0, 0, 0, 0, 0, 0, 23, 3, 3, 0, 0 }; /* TLS 1.2, length 0 */
+    unsigned int il = 5;
+    cipher_fns f;
+    OSSL_PARAM mk[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, (void *)mackey, sizeof(mackey)),
+                         OSSL_PARAM_END };
+    /* the AAD parameter's size is the write's length, as libssl passes it */
+    OSSL_PARAM mb[3] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, aad, 4 * 4096),
+                         OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, &il), OSSL_PARAM_END };
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-CBC-HMAC-SHA1", &f) || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.einit(ctx, key, sizeof(key), NULL, 0, NULL) && f.set(ctx, mk))
+        r = !f.set(ctx, mb);
+    f.freectx(ctx);
+    return r;
+}
+
+static int or_release(int answer, int by_release)
+{
+    return answer < 0 ? by_release : answer;
+}
+
+static void find_flags(void)
+{
+    int since_3_5 = OpenSSL_version_num() >= 0x30500000L;
+    OSSL_LIB_CTX *lc;
+    OSSL_PROVIDER *def = NULL;
+
+    ERR_set_mark();
+    if ((lc = OSSL_LIB_CTX_new()) != NULL)
+        def = OSSL_PROVIDER_load(lc, "default");
+    if (def != NULL) {
+        int takes = takes_num_16(def);
+
+        flags.num_below_blocksize = takes < 0 ? since_3_5 : !takes;
+    } else {
+        flags.num_below_blocksize = since_3_5;
+    }
+    flags.gcm_iv_generated = def != NULL ? or_release(lists_iv_generated(def), since_3_5) : since_3_5;
+    flags.mb_aad_checked = def != NULL ? or_release(mb_refuses_interleave_5(def), since_3_5) : since_3_5;
+    if (def != NULL)
+        OSSL_PROVIDER_unload(def);
+    OSSL_LIB_CTX_free(lc);
+    ERR_pop_to_mark();
+}
+
+const acc_compat_flags *acc_compat(void)
+{
+    pthread_once(&once, find_flags);
+    return &flags;
+}

@@ -1,0 +1,26 @@
+/* provider/compat.h: what the running OpenSSL release's default provider does where releases
+ * differ, decided once per process from the loaded libcrypto (never from the headers accelaes was
+ * built with), so that a module built on one 3.x release behaves like the default provider of the
+ * release that loads it. Each flag says which release changed what (provider/compat.c). */
+#ifndef ACC_PROVIDER_COMPAT_H
+#define ACC_PROVIDER_COMPAT_H
+
+typedef struct {
+    /* set_ctx_params refuses a num at or past the cipher's reported block size (16 for ECB and CBC,
+     * 1 for CTR: only 0), with PROV's "failed to get parameter". OpenSSL 3.5.9 and 3.6 (the DES
+     * OFB/CFB num over-read fix, openssl#30284, taken into ciphercommon.c); 3.0.19 takes any num. */
+    int num_below_blocksize;
+    /* GCM answers and lists "iv-generated" (1 once it made a random IV for an encryption, 0 from
+     * each init). OpenSSL 3.5 (3.4's FIPS indicator work); 3.0 does not know the parameter. */
+    int gcm_iv_generated;
+    /* The stitched ciphers' TLS1_1_MULTIBLOCK_AAD checks its arguments before anything else, with
+     * PROV's "failed to get parameter": an interleave of exactly 4 or 8 (3.0 rounds 5..7 down to
+     * 4 and 9..11 to 8), a length of 13 to 16384 x interleave bytes, a length field of at most
+     * 16384 (one record's plaintext). OpenSSL 3.5.9; 3.0.19 takes any length. */
+    int mb_aad_checked;
+} acc_compat_flags;
+
+/* The running release's flags, found on first use (thread-safe) and then fixed. */
+const acc_compat_flags *acc_compat(void);
+
+#endif
