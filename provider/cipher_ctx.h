@@ -38,6 +38,10 @@ typedef struct acc_cipher_kind {
 
 typedef struct acc_cipher_ctx {
     acc_aes_key ks;               /* first: 64-byte aligned; cleansed on free and on re-key */
+    /* The schedule the data calls read: &ks, or the shared one of an opaque key (skey, whose
+     * reference this context holds: provider/skey.h) given by an skey init. */
+    const acc_aes_key *kp;
+    struct acc_skey *skey;
     const acc_cipher_kind *kind;
     struct acc_prov_ctx *prov;
     const acc_engine *eng;
@@ -90,7 +94,7 @@ static inline acc_op acc_op_of(acc_mode mode, int enc)
 static inline int acc_ctx_run(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t nblocks,
                               uint8_t iv[16])
 {
-    acc_req r = { c->op, &c->ks, iv, in, out, nblocks };
+    acc_req r = { c->op, c->kp, iv, in, out, nblocks };
 
     return acc_engine_run(c->eng, &r);
 }
@@ -105,6 +109,9 @@ OSSL_FUNC_cipher_freectx_fn acc_cipher_freectx;
 OSSL_FUNC_cipher_dupctx_fn acc_cipher_dupctx;
 OSSL_FUNC_cipher_encrypt_init_fn acc_cipher_einit;
 OSSL_FUNC_cipher_decrypt_init_fn acc_cipher_dinit;
+/* The skey inits (OpenSSL 3.5+, provider/skey.h's acc_skey_init_fn): the context shares the key's schedule. */
+int acc_cipher_skey_einit(void *vctx, void *skeydata, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[]);
+int acc_cipher_skey_dinit(void *vctx, void *skeydata, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[]);
 /* Publish the context's inline bytes to the scheduler's counters now. */
 void acc_cipher_publish(acc_cipher_ctx *c);
 /* Bytes and requests done inline, counted in the context (no thread-local lookup on the hot path)

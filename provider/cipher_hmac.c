@@ -13,6 +13,7 @@
 #include "provider/batch.h"
 #include "provider/cipher_hmac.h"
 #include "provider/names.h"
+#include "provider/skey.h"
 #include "provider/prov.h"
 
 #define BLK ACC_AES_BLOCK
@@ -323,6 +324,8 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
         { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
         { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \
