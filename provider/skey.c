@@ -26,33 +26,40 @@ void acc_skey_release(acc_skey *k)
     acc_ctx_free(k);
 }
 
-/* As the default's: a secret key selected, raw bytes of an AES length; a refusal raises nothing
- * (EVP's import returns NULL and the caller sees no error there either). */
-static void *aes_import(void *provctx, int selection, const OSSL_PARAM params[])
+acc_skey *acc_skey_new(const acc_engine *eng, const uint8_t *raw, size_t keylen)
 {
-    acc_prov_ctx *prov = provctx;
-    const OSSL_PARAM *p;
     acc_skey *k;
 
-    if ((selection & OSSL_SKEYMGMT_SELECT_SECRET_KEY) == 0
-        || (p = OSSL_PARAM_locate_const(params, OSSL_SKEY_PARAM_RAW_BYTES)) == NULL
-        || p->data_type != OSSL_PARAM_OCTET_STRING
-        || (p->data_size != 16 && p->data_size != 24 && p->data_size != 32) || p->data == NULL)
+    if ((keylen != 16 && keylen != 24 && keylen != 32) || raw == NULL)
         return NULL;
     if ((k = acc_ctx_alloc(sizeof(*k))) == NULL)
         return NULL;
     memset(k, 0, sizeof(*k));
-    k->eng = prov->eng;
+    k->eng = eng;
     k->refs = 1;
-    k->keylen = p->data_size;
-    memcpy(k->raw, p->data, k->keylen);
+    k->keylen = keylen;
+    memcpy(k->raw, raw, keylen);
     /* both directions at once: a key is imported once and used by many contexts */
-    if (!k->eng->set_key(&k->ks, k->raw, k->keylen, 0)) {
+    if (!eng->set_key(&k->ks, k->raw, keylen, 0)) {
         OPENSSL_cleanse(k, sizeof(*k));
         acc_ctx_free(k);
         return NULL;
     }
     return k;
+}
+
+/* As the default's: a secret key selected, raw bytes of an AES length; a refusal raises nothing
+ * (EVP's import returns NULL and the caller sees no error there either). */
+static void *aes_import(void *provctx, int selection, const OSSL_PARAM params[])
+{
+    const acc_prov_ctx *prov = provctx;
+    const OSSL_PARAM *p;
+
+    if ((selection & OSSL_SKEYMGMT_SELECT_SECRET_KEY) == 0
+        || (p = OSSL_PARAM_locate_const(params, OSSL_SKEY_PARAM_RAW_BYTES)) == NULL
+        || p->data_type != OSSL_PARAM_OCTET_STRING)
+        return NULL;
+    return acc_skey_new(prov->eng, p->data, p->data_size);
 }
 
 /* The raw bytes for a secret-key selection (EVP_SKEY_get0_raw_key, EVP_SKEY_to_provider); this

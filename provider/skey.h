@@ -45,6 +45,8 @@ typedef struct acc_skey {
 /* OSSL_OP_SKEYMGMT's algorithms where the running libcrypto has opaque keys (3.5+), else NULL. */
 const OSSL_ALGORITHM *acc_skeymgmt_query(void);
 
+/* A key of keylen bytes (16, 24, 32; else NULL) with eng's schedules, one reference held. */
+acc_skey *acc_skey_new(const acc_engine *eng, const uint8_t *raw, size_t keylen);
 /* A context takes a reference (1) or, where the count is broken, gets 0; release drops it. */
 int acc_skey_ref(acc_skey *k);
 void acc_skey_release(acc_skey *k);

@@ -268,3 +268,10 @@ def test_skey_refusals_as_default(conf_env):
     got = results[-1]
     assert got["accelaes"] == got["default"], got
     assert not got["default"]["bad_import"] and not got["default"]["wrong_length_init"], got
+
+
+def test_skey_schedule_made_once_and_shared(openssl_env):
+    """build/tests/test_skey_share: the contexts given one key read its one schedule (skey init, dupctx,
+    decryption), hold a reference each, let it go on a raw key or free, outlive the EVP_SKEY; any OpenSSL 3."""
+    from conftest import run_c_test
+    run_c_test("test_skey_share", openssl_env)
