@@ -25,7 +25,6 @@ static void drop_key(acc_cipher_ctx *c)
     else if (c->key_set)
         c->eng->free_key(&c->ks);
     c->skey = NULL;
-    c->kp = &c->ks;
     c->key_set = 0;
 }
 
@@ -46,7 +45,6 @@ void *acc_cipher_newctx(void *provctx, const acc_cipher_kind *kind)
     c->keylen = kind->keylen;
     c->op = acc_op_of(kind->mode, 1);
     c->pad = 1;
-    c->kp = &c->ks;
     if (kind->on_new != NULL)
         kind->on_new(c);
     return c;
@@ -84,7 +82,6 @@ void *acc_cipher_dupctx(void *vctx)
     memcpy(d, s, kind->ctx_size);
     d->acct_bytes = d->acct_reqs = 0;   /* the original publishes what it did */
     d->batch_q = NULL;                  /* a waiting request stays the original's */
-    d->kp = s->skey != NULL ? s->kp : &d->ks;   /* a shared schedule stays shared */
     if (s->skey != NULL ? !acc_skey_ref(s->skey) : s->key_set && !s->eng->copy_key(&d->ks, &s->ks)) {
         OPENSSL_cleanse(d, kind->ctx_size);
         acc_ctx_free(d);
@@ -145,7 +142,7 @@ static int set_key(acc_cipher_ctx *c, const unsigned char *key, size_t keylen)
         if (c->kind->on_key != NULL)
             c->kind->on_key(c);
     }
-    if (key != NULL || (c->key_set && need_dec && !c->kp->has_dec)) {
+    if (key != NULL || (c->key_set && need_dec && !acc_cipher_key(c)->has_dec)) {
         drop_key(c);
         if (!c->eng->set_key(&c->ks, c->rawkey, c->keylen, !need_dec)) {
             acc_raise(ACC_R_ENGINE_FAILURE, "%s engine could not set up the key", c->eng->name);
@@ -174,8 +171,7 @@ static int share_key(acc_cipher_ctx *c, acc_skey *k)
         acc_raise(ACC_R_ENGINE_FAILURE, "cannot take a reference to the opaque key");
         return 0;
     }
-    c->skey = k;
-    c->kp = &k->ks;
+    c->skey = k;   /* a copy of the context (dupctx) shares it too */
     c->key_set = 1;
     return 1;
 }

@@ -11,6 +11,7 @@
 #include <openssl/core.h>
 #include <openssl/core_dispatch.h>
 #include "accel/engine.h"
+#include "provider/skey.h"
 
 struct acc_prov_ctx;
 struct acc_cipher_ctx;
@@ -38,10 +39,9 @@ typedef struct acc_cipher_kind {
 
 typedef struct acc_cipher_ctx {
     acc_aes_key ks;               /* first: 64-byte aligned; cleansed on free and on re-key */
-    /* The schedule the data calls read: &ks, or the shared one of an opaque key (skey, whose
-     * reference this context holds: provider/skey.h) given by an skey init. */
-    const acc_aes_key *kp;
-    struct acc_skey *skey;
+    /* An opaque key given by an skey init (provider/skey.h), whose schedule the context reads
+     * instead of ks and whose reference it holds; NULL: ks is the context's own. */
+    acc_skey *skey;
     const acc_cipher_kind *kind;
     struct acc_prov_ctx *prov;
     const acc_engine *eng;
@@ -74,6 +74,12 @@ typedef struct acc_cipher_ctx {
     int tlsmac_alloced;
 } acc_cipher_ctx;
 
+/* The schedule the data calls read: the shared one of an opaque key, or the context's own. */
+static inline const acc_aes_key *acc_cipher_key(const acc_cipher_ctx *c)
+{
+    return c->skey != NULL ? &c->skey->ks : &c->ks;
+}
+
 #define ACC_ACCT_FLUSH (64u * 1024u)
 
 /* XTS is no block operation of its own here (engine.h's xts runs a whole unit); its data key
@@ -94,7 +100,7 @@ static inline acc_op acc_op_of(acc_mode mode, int enc)
 static inline int acc_ctx_run(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t nblocks,
                               uint8_t iv[16])
 {
-    acc_req r = { c->op, c->kp, iv, in, out, nblocks };
+    acc_req r = { c->op, acc_cipher_key(c), iv, in, out, nblocks };
 
     return acc_engine_run(c->eng, &r);
 }

@@ -95,13 +95,13 @@ static void one_cipher(const char *name, size_t keylen, const acc_engine *eng)
     void *c1 = f.newctx(provctx), *c2 = f.newctx(provctx);
     CHECK(f.skey_einit(c1, k, iv, 16, NULL) && f.skey_einit(c2, k, iv, 16, NULL), "%s: skey init", name);
     CHECK(k->refs == 3, "%s: two contexts, three references (got %d)", name, k->refs);
-    CHECK(((acc_cipher_ctx *)c1)->kp == &k->ks && ((acc_cipher_ctx *)c2)->kp == &k->ks,
+    CHECK(acc_cipher_key(c1) == &k->ks && acc_cipher_key(c2) == &k->ks,
           "%s: the contexts read the key's own schedule", name);
     void *d = f.dupctx(c1);
-    CHECK(d != NULL && k->refs == 4 && ((acc_cipher_ctx *)d)->kp == &k->ks, "%s: a copy shares it too", name);
+    CHECK(d != NULL && k->refs == 4 && acc_cipher_key(d) == &k->ks, "%s: a copy shares it too", name);
     CHECK(same(&f, c1, data, ref, reflen) && same(&f, c2, data, ref, reflen) && same(&f, d, data, ref, reflen),
           "%s: every sharing context gives the default's bytes", name);
-    CHECK(f.einit(c2, key, keylen, iv, 16, NULL) && k->refs == 3 && ((acc_cipher_ctx *)c2)->kp != &k->ks,
+    CHECK(f.einit(c2, key, keylen, iv, 16, NULL) && k->refs == 3 && acc_cipher_key(c2) != &k->ks,
           "%s: a raw key lets the shared one go (refs %d)", name, k->refs);
     CHECK(same(&f, c2, data, ref, reflen), "%s: and gives the same bytes", name);
     f.freectx(c1);
@@ -111,7 +111,7 @@ static void one_cipher(const char *name, size_t keylen, const acc_engine *eng)
     /* decryption reads the key's decryption schedule, made at import: no expansion in the context */
     void *c3 = f.newctx(provctx);
     size_t declen = reference(name, key, iv, 0, ref, dref);
-    CHECK(f.skey_dinit(c3, k, iv, 16, NULL) && k->refs == 2 && ((acc_cipher_ctx *)c3)->kp == &k->ks,
+    CHECK(f.skey_dinit(c3, k, iv, 16, NULL) && k->refs == 2 && acc_cipher_key(c3) == &k->ks,
           "%s: decryption shares it", name);
     acc_skey_release(k);   /* EVP_SKEY_free while a context still uses the key */
     CHECK(f.skey_dinit(c3, NULL, iv, 16, NULL) && same(&f, c3, ref, dref, declen),
