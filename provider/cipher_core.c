@@ -65,9 +65,10 @@ void acc_cipher_freectx(void *vctx)
         return;
     acc_batch_cancel(c);
     acc_cipher_publish(c);
-    drop_key(c);
+    /* first: a cipher's own key state goes by key_set (XTS's tweak key), which drop_key clears */
     if (c->kind->on_free != NULL)
         c->kind->on_free(c);
+    drop_key(c);
     OPENSSL_cleanse(c, c->kind->ctx_size);
     acc_ctx_free(c);
 }
