@@ -286,7 +286,7 @@ static int ctr_run(acc_cipher_ctx *c, uint8_t *out, const uint8_t *in, size_t le
     out += whole;
     len -= whole;
     if (len > 0) {
-        if (!c->eng->ecb_enc(&c->ks, c->iv, c->buf, 1))
+        if (!c->eng->ecb_enc(acc_cipher_key(c), c->iv, c->buf, 1))
             return acc_engine_fail(c, ACC_AES_BLOCK);
         acc_ctr_add(c->iv, 1);
         for (size_t i = 0; i < len; i++)

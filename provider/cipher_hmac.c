@@ -14,6 +14,7 @@
 #include "provider/cipher_hmac.h"
 #include "provider/compat.h"
 #include "provider/names.h"
+#include "provider/skey.h"
 #include "provider/prov.h"
 
 #define BLK ACC_AES_BLOCK
@@ -313,43 +314,41 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
 
 /* The AEAD and TLS1 multiblock flags are the default's: libssl keys its record handling on the
  * one and its 4- or 8-record writes on the other. */
-#define ACC_HMAC_FUNCTIONS(kbits, sha)                                                                  \
-    static const acc_hmac_kind aes##kbits##_##sha##_kind = { { .mode = ACC_MODE_CBC,                    \
-                                                               .keylen = (kbits) / 8,                   \
-                                                               .ctx_size = sizeof(acc_hmac_ctx),        \
-                                                               .aead = 1,                               \
-                                                               .tls1_multiblock = 1,                    \
-                                                               .iv_string_first = 1,                    \
-                                                               .on_new = hmac_on_new,                   \
-                                                               .on_key = hmac_on_key,                   \
-                                                               .set_ctx_params = hmac_set_ctx_params }, \
-                                                             &acc_hmac_##sha };                         \
-    static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                                      \
-    static void *aes##kbits##_##sha##_newctx(void *provctx)                                             \
-    {                                                                                                   \
-        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                             \
-    }                                                                                                   \
-    static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                              \
-    static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                                     \
-    {                                                                                                   \
-        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                          \
-    }                                                                                                   \
-    static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                             \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },                       \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                               \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                                 \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                            \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                            \
-        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                                       \
-        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                         \
-        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                                      \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },               \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },               \
-        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },                       \
-        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },                       \
-        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },             \
-        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))hmac_settable_ctx_params },             \
-        { 0, NULL }                                                                                     \
+#define ACC_HMAC_FUNCTIONS(kbits, sha)                                                         \
+    static const acc_hmac_kind aes##kbits##_##sha##_kind = {                                    \
+        { .mode = ACC_MODE_CBC, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_hmac_ctx),         \
+          .aead = 1, .tls1_multiblock = 1, .iv_string_first = 1, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
+          .set_ctx_params = hmac_set_ctx_params },                                               \
+        &acc_hmac_##sha                                                                          \
+    };                                                                                          \
+    static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                              \
+    static void *aes##kbits##_##sha##_newctx(void *provctx)                                     \
+    {                                                                                           \
+        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                     \
+    }                                                                                           \
+    static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                      \
+    static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                             \
+    {                                                                                           \
+        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                  \
+    }                                                                                           \
+    static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                     \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },               \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },       \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },               \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },               \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },     \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))hmac_settable_ctx_params },     \
+        { 0, NULL }                                                                             \
     }
 
 ACC_HMAC_FUNCTIONS(128, sha1);

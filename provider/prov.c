@@ -12,6 +12,7 @@
 #include "accel/mb.h"
 #include "provider/algs.h"
 #include "provider/cipher_hmac.h"
+#include "provider/skey.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
@@ -294,6 +295,8 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
         return all_ciphers;
     case OSSL_OP_RAND:
         return rand_query(vprov, no_cache);
+    case OSSL_OP_SKEYMGMT:
+        return acc_skeymgmt_query();
     }
     return NULL;
 }
