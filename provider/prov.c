@@ -1,5 +1,7 @@
 /* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
  * the operation query and the error-reason table. Read top to bottom. */
+#define _GNU_SOURCE   /* dladdr */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,9 +95,34 @@ ACC_FORK_SAFE(&priv_lock, 1, "private libctx", ACC_RANK_PRIV, ACC_FORK_HOLD);
 
 /* Set (under priv_lock) when OPENSSL_cleanup has begun: no private context is made after that. */
 static int priv_closed;
-static int priv_atexit_done;
+static int priv_atexit_done;   /* registering was tried (once: the answer does not change) */
 
 static void priv_free_at_cleanup(void);
+
+/* Registers priv_free_at_cleanup with OPENSSL_atexit of the libcrypto this module calls (found from
+ * the address of one of its functions), looked up at run time: OpenSSL 4.0 removed OPENSSL_atexit,
+ * and with it the ENGINE API (the handler's reason, below) and the atexit-time OPENSSL_cleanup.
+ * Where the running libcrypto has none, there is nothing to do early and teardown frees the
+ * context. Returns 1 when registered. */
+static int priv_register_atexit(void)
+{
+    typedef int atexit_fn(void (*)(void));
+    Dl_info info;
+    void *lib;
+    atexit_fn *reg = NULL;
+    int ok = 0;
+
+    if (dladdr((void *)OSSL_LIB_CTX_new, &info) == 0 || info.dli_fname == NULL)
+        return 0;
+    lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == NULL)
+        return 0;
+    *(void **)&reg = dlsym(lib, "OPENSSL_atexit");
+    if (reg != NULL)
+        ok = reg(priv_free_at_cleanup);
+    dlclose(lib);
+    return ok;
+}
 
 OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
 {
@@ -109,7 +136,8 @@ OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
              * pin the module that registers one: OSSL_provider_init's acc_sched_attach already
              * pinned it (RTLD_NODELETE, scheduler/sched.c). If registering fails, teardown frees
              * the context instead, as before. */
-            priv_atexit_done = OPENSSL_atexit(priv_free_at_cleanup);
+            (void)priv_register_atexit();
+            priv_atexit_done = 1;
         }
         lc = OSSL_LIB_CTX_new();
         /* The handle OSSL_PROVIDER_load returns holds a reference of its own, which

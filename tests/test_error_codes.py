@@ -29,6 +29,7 @@ import error_rows  # noqa: F401  (the rows register themselves in errcmp.ROWS)
 import evp
 from conftest import MODULES, PROVIDER, REPO
 from error_rows_tls import ACCELAES_ONLY
+from libcrypto import LIBCRYPTO
 
 CASES = [(rid, name) for rid, (ciphers, _fn) in errcmp.ROWS.items() for name in ciphers]
 
@@ -121,7 +122,7 @@ from cryptography.hazmat.bindings.openssl.binding import Binding
 
 from cryptography.hazmat.backends.openssl import backend
 out = {"openssl": backend.openssl_version_text()}
-crypto = ctypes.CDLL("libcrypto.so.3")
+crypto = ctypes.CDLL(os.environ["ACCELAES_TEST_LIBCRYPTO"])
 for f, r, a in (("EVP_CIPHER_CTX_get0_cipher", ctypes.c_void_p, [ctypes.c_void_p]),
                 ("EVP_CIPHER_get0_provider", ctypes.c_void_p, [ctypes.c_void_p]),
                 ("OSSL_PROVIDER_get0_name", ctypes.c_char_p, [ctypes.c_void_p])):
@@ -169,8 +170,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def _pyca(env):
-    p = subprocess.run([SYSTEM_PYTHON, "-c", PYCA_SNIPPET], env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([SYSTEM_PYTHON, "-c", PYCA_SNIPPET], env=dict(env, ACCELAES_TEST_LIBCRYPTO=LIBCRYPTO),
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
     import json
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -187,8 +188,8 @@ def test_pyca_cryptography(require_provider, openssl_env, tmp_path):
     if not os.path.exists(SYSTEM_PYTHON) or probe.returncode != 0:
         pytest.skip("Debian's python3-cryptography cannot be imported (apt-get install python3-cryptography)")
     ldd = subprocess.run(["ldd", probe.stdout.strip()], capture_output=True, text=True).stdout
-    if "libcrypto.so.3" not in ldd:
-        pytest.skip(f"{probe.stdout.strip()} does not use the system libcrypto")
+    if LIBCRYPTO not in ldd:
+        pytest.skip(f"{probe.stdout.strip()} does not use {LIBCRYPTO}, the libcrypto accelaes.so links")
     # pyca loads the legacy provider: the modules directory must have it next to accelaes.so,
     # as the system's does once accelaes is installed there.
     mods = tmp_path / "modules"
