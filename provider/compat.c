@@ -4,7 +4,7 @@
  * that tell one behaviour from the other. Patch releases take such changes (the num check came to
  * 3.5 and 3.6 in a patch release), so asking beats a table of version numbers; where the default
  * cannot be asked (no stitched ciphers on this CPU, or no default provider), the release number
- * decides: OpenSSL 3.5 or later behaves as 3.5.9 does. Every error the questions raise is
+ * decides: OpenSSL 3.5 or later behaves as 3.5.9 does, 3.6 or later as 3.6.5. Every error the questions raise is
  * dropped (ERR_set_mark / ERR_pop_to_mark): the application's queue is left as it was. */
 #include <pthread.h>
 #include <string.h>
@@ -25,6 +25,9 @@ typedef struct {
     OSSL_FUNC_cipher_encrypt_init_fn *einit;
     OSSL_FUNC_cipher_set_ctx_params_fn *set;
     OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable;
+    OSSL_FUNC_cipher_settable_ctx_params_fn *settable;
+    OSSL_FUNC_cipher_gettable_params_fn *alg_gettable;
+    OSSL_FUNC_cipher_get_ctx_params_fn *get;
     OSSL_FUNC_cipher_freectx_fn *freectx;
     void *provctx;
 } cipher_fns;
@@ -63,6 +66,15 @@ static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
             break;
         case OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS:
             f->gettable = OSSL_FUNC_cipher_gettable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS:
+            f->settable = OSSL_FUNC_cipher_settable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GETTABLE_PARAMS:
+            f->alg_gettable = OSSL_FUNC_cipher_gettable_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GET_CTX_PARAMS:
+            f->get = OSSL_FUNC_cipher_get_ctx_params(d);
             break;
         case OSSL_FUNC_CIPHER_FREECTX:
             f->freectx = OSSL_FUNC_cipher_freectx(d);
@@ -126,6 +138,43 @@ static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
     return r;
 }
 
+/* Does the default's CBC, asked for its IV as an octet string that fits, raise an error on the
+ * way (it tried the pointer first: 3.2 to 3.5)? (-1: cannot tell) A sentinel error of our own
+ * shows whether anything came after it. */
+static int iv_tries_pointer_first(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], iv[16];
+    unsigned char buf[16];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, buf, sizeof(buf)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-CBC", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    ERR_raise(ERR_LIB_USER, 1);
+    if (f.einit(ctx, key, sizeof(key), iv, sizeof(iv), NULL) && f.get(ctx, p))
+        r = ERR_peek_last_error() != ERR_PACK(ERR_LIB_USER, 0, 1);
+    f.freectx(ctx);
+    return r;
+}
+
+/* Is name among the parameters of the default's cipher's table (algorithm gettables, or
+ * settable context ones)? (-1: cannot tell) */
+static int lists(OSSL_PROVIDER *prov, const char *cipher, int settable_ctx, const char *name)
+{
+    cipher_fns f;
+    const OSSL_PARAM *t = NULL;
+
+    if (!find_cipher(prov, cipher, &f))
+        return -1;
+    if (settable_ctx && f.settable != NULL)
+        t = f.settable(NULL, f.provctx);
+    else if (!settable_ctx && f.alg_gettable != NULL)
+        t = f.alg_gettable(f.provctx);
+    return t == NULL ? -1 : OSSL_PARAM_locate_const(t, name) != NULL;
+}
+
 static int or_release(int answer, int by_release)
 {
     return answer < 0 ? by_release : answer;
@@ -133,7 +182,7 @@ static int or_release(int answer, int by_release)
 
 static void find_flags(void)
 {
-    int since_3_5 = OpenSSL_version_num() >= 0x30500000L;
+    int since_3_5 = OpenSSL_version_num() >= 0x30500000L, since_3_6 = OpenSSL_version_num() >= 0x30600000L;
     OSSL_LIB_CTX *lc;
     OSSL_PROVIDER *def = NULL;
 
@@ -149,6 +198,17 @@ static void find_flags(void)
     }
     flags.gcm_iv_generated = def != NULL ? or_release(lists_iv_generated(def), since_3_5) : since_3_5;
     flags.mb_aad_checked = def != NULL ? or_release(mb_refuses_interleave_5(def), since_3_5) : since_3_5;
+    if (def != NULL) {
+        int both = iv_tries_pointer_first(def);
+
+        flags.iv_param_by_type = both < 0 ? since_3_6 : !both;
+    } else {
+        flags.iv_param_by_type = since_3_6;
+    }
+    flags.alg_encrypt_then_mac =
+        def != NULL ? or_release(lists(def, "AES-128-CBC", 0, "encrypt-then-mac"), since_3_6) : since_3_6;
+    flags.stitched_lists_tls_version =
+        def != NULL ? or_release(lists(def, "AES-128-CBC-HMAC-SHA1", 1, "tls-version"), !since_3_6) : !since_3_6;
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);
