@@ -277,7 +277,7 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
         && !OSSL_PARAM_set_size_t(p, ivlen_of(kind->mode)))
         goto bad;
     /* none of these is an encrypt-then-MAC cipher (the -ETM ones are not served here) */
-    if (acc_compat()->alg_encrypt_then_mac && (p = OSSL_PARAM_locate(params, ENCRYPT_THEN_MAC)) != NULL
+    if ((p = OSSL_PARAM_locate(params, ENCRYPT_THEN_MAC)) != NULL && acc_compat()->alg_encrypt_then_mac
         && !OSSL_PARAM_set_int(p, 0))
         goto bad;
     return 1;
