@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include "provider/batch.h"
+#include "provider/compat.h"
 #include "provider/cipher_ctx.h"
 #include "provider/ctx_alloc.h"
 #include "provider/policy.h"
@@ -265,22 +266,25 @@ int acc_cipher_refuse_call(const acc_cipher_ctx *c, const unsigned char *out, si
 
 /* ======================== Parameters ======================== */
 
+/* OSSL_CIPHER_PARAM_ENCRYPT_THEN_MAC, spelt out: headers before 3.6 lack the name, and what counts
+ * is the release that loads accelaes (provider/compat.h) */
+#define ENCRYPT_THEN_MAC "encrypt-then-mac"
+
+#define ALG_GETTABLE                                                                                             \
+    OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),            \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL), \
+        OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL), OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),         \
+        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL), OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),    \
+        OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL)
+
+/* The running release's table (provider/compat.h): 3.6 adds "encrypt-then-mac" at the end. */
 const OSSL_PARAM *acc_cipher_gettable_params(void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known[] = { ALG_GETTABLE, OSSL_PARAM_END };
+    static const OSSL_PARAM known_3_6[] = { ALG_GETTABLE, OSSL_PARAM_int(ENCRYPT_THEN_MAC, NULL), OSSL_PARAM_END };
+
     (void)provctx;
-    return known;
+    return acc_compat()->alg_encrypt_then_mac ? known_3_6 : known;
 }
 
 static size_t ivlen_of(acc_mode mode)
@@ -314,6 +318,10 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL
         && !OSSL_PARAM_set_size_t(p, ivlen_of(kind->mode)))
         goto bad;
+    /* none of these is an encrypt-then-MAC cipher (the -ETM ones are not served here) */
+    if ((p = OSSL_PARAM_locate(params, ENCRYPT_THEN_MAC)) != NULL && acc_compat()->alg_encrypt_then_mac
+        && !OSSL_PARAM_set_int(p, 0))
+        goto bad;
     return 1;
 bad:
     acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
@@ -326,6 +334,9 @@ bad:
  * stitched ciphers the string. */
 static int set_iv_param(const acc_cipher_ctx *c, OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
 {
+    if (acc_compat()->iv_param_by_type) /* OpenSSL 3.6: the caller's form only */
+        return p->data_type == OSSL_PARAM_OCTET_PTR ? OSSL_PARAM_set_octet_ptr(p, iv, ivlen)
+                                                    : OSSL_PARAM_set_octet_string(p, iv, ivlen);
     if (c->kind->iv_string_first)
         return OSSL_PARAM_set_octet_string(p, iv, ivlen) || OSSL_PARAM_set_octet_ptr(p, iv, ivlen);
     return OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen);

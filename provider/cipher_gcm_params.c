@@ -192,7 +192,7 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
         && (p->data == NULL || p->data_type != OSSL_PARAM_OCTET_STRING || !getivgen(g, p->data, p->data_size)))
         return 0;   /* no error raised, as the default */
     /* no PROV error either: only libcrypto's, where the parameter's type does not fit */
-    if (acc_compat()->gcm_iv_generated && (p = OSSL_PARAM_locate(params, IV_GENERATED)) != NULL
+    if ((p = OSSL_PARAM_locate(params, IV_GENERATED)) != NULL && acc_compat()->gcm_iv_generated
         && !OSSL_PARAM_set_uint(p, (unsigned int)g->iv_gen_rand))
         return 0;
     return 1;

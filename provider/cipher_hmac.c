@@ -224,22 +224,26 @@ static const OSSL_PARAM *hmac_gettable_ctx_params(void *vctx, void *provctx)
     return known;
 }
 
+#define HMAC_SETTABLE                                                                 \
+    OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, NULL, 0),                 \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),            \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, NULL), \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, NULL, 0),      \
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC, NULL, 0),      \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN, NULL, 0),   \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL)
+
+/* The running release's list (provider/compat.h): OpenSSL 3.6's leaves out tls-version, which
+ * it (and accelaes) still takes. */
 static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, NULL, 0),
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN, NULL, 0),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known[] = { HMAC_SETTABLE, OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
+                                        OSSL_PARAM_END };
+    static const OSSL_PARAM known_3_6[] = { HMAC_SETTABLE, OSSL_PARAM_END };
+
     (void)vctx; (void)provctx;
-    return known;
+    return acc_compat()->stitched_lists_tls_version ? known : known_3_6;
 }
 
 /* ======================== Update and final ======================== */

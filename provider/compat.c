@@ -4,8 +4,10 @@
  * that tell one behaviour from the other. Patch releases take such changes (the num check came to
  * 3.5 and 3.6 in a patch release), so asking beats a table of version numbers; where the default
  * cannot be asked (no stitched ciphers on this CPU, or no default provider), the release number
- * decides: OpenSSL 3.5 or later behaves as 3.5.9 does. Every error the questions raise is
- * dropped (ERR_set_mark / ERR_pop_to_mark): the application's queue is left as it was. */
+ * decides: OpenSSL 3.5 or later behaves as 3.5.9 does, 3.6 or later as 3.6.5. Every error the
+ * questions raise is dropped (ERR_set_mark / ERR_pop_to_mark): the application's queue is left as
+ * it was. The questions are asked on first use, not at provider init, when libcrypto may be
+ * activating providers. */
 #include <pthread.h>
 #include <string.h>
 #include <strings.h>
@@ -25,6 +27,9 @@ typedef struct {
     OSSL_FUNC_cipher_encrypt_init_fn *einit;
     OSSL_FUNC_cipher_set_ctx_params_fn *set;
     OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable;
+    OSSL_FUNC_cipher_settable_ctx_params_fn *settable;
+    OSSL_FUNC_cipher_gettable_params_fn *alg_gettable;
+    OSSL_FUNC_cipher_get_ctx_params_fn *get;
     OSSL_FUNC_cipher_freectx_fn *freectx;
     void *provctx;
 } cipher_fns;
@@ -43,10 +48,13 @@ static int has_name(const char *names, const char *name)
 static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
 {
     int no_cache = 0;
-    const OSSL_ALGORITHM *algs = OSSL_PROVIDER_query_operation(prov, OSSL_OP_CIPHER, &no_cache);
+    const OSSL_ALGORITHM *algs;
     const OSSL_DISPATCH *d = NULL;
 
     memset(f, 0, sizeof(*f));
+    if (prov == NULL)
+        return 0;
+    algs = OSSL_PROVIDER_query_operation(prov, OSSL_OP_CIPHER, &no_cache);
     for (const OSSL_ALGORITHM *a = algs; a != NULL && a->algorithm_names != NULL && d == NULL; a++)
         if (has_name(a->algorithm_names, name))
             d = a->implementation;
@@ -63,6 +71,15 @@ static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
             break;
         case OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS:
             f->gettable = OSSL_FUNC_cipher_gettable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS:
+            f->settable = OSSL_FUNC_cipher_settable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GETTABLE_PARAMS:
+            f->alg_gettable = OSSL_FUNC_cipher_gettable_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GET_CTX_PARAMS:
+            f->get = OSSL_FUNC_cipher_get_ctx_params(d);
             break;
         case OSSL_FUNC_CIPHER_FREECTX:
             f->freectx = OSSL_FUNC_cipher_freectx(d);
@@ -91,17 +108,6 @@ static int takes_num_16(OSSL_PROVIDER *prov)
     return ok;
 }
 
-/* Does the default's GCM list "iv-generated"? (-1: cannot tell) */
-static int lists_iv_generated(OSSL_PROVIDER *prov)
-{
-    cipher_fns f;
-    const OSSL_PARAM *t;
-
-    if (!find_cipher(prov, "AES-128-GCM", &f) || f.gettable == NULL || (t = f.gettable(NULL, f.provctx)) == NULL)
-        return -1;
-    return OSSL_PARAM_locate_const(t, "iv-generated") != NULL;
-}
-
 /* Does the default's stitched cipher refuse a multiblock AAD of interleave 5, which 3.0 takes as
  * 4? (-1: cannot tell: no stitched cipher on this CPU) */
 static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
@@ -126,29 +132,73 @@ static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
     return r;
 }
 
-static int or_release(int answer, int by_release)
+/* Does the default's CBC, asked for its IV as an octet string that fits, raise an error on the
+ * way (it tried the pointer first: 3.2 to 3.5)? (-1: cannot tell) A sentinel error of our own
+ * shows whether anything came after it. */
+static int iv_tries_pointer_first(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], iv[16];
+    unsigned char buf[16];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, buf, sizeof(buf)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-CBC", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    ERR_raise(ERR_LIB_USER, 1);
+    if (f.einit(ctx, key, sizeof(key), iv, sizeof(iv), NULL) && f.get(ctx, p))
+        r = ERR_peek_last_error() != ERR_PACK(ERR_LIB_USER, 0, 1);
+    f.freectx(ctx);
+    return r;
+}
+
+enum { GETTABLE, GETTABLE_CTX, SETTABLE_CTX };
+
+/* Is name in one of the default's cipher's parameter tables? (-1: cannot tell) */
+static int lists(OSSL_PROVIDER *prov, const char *cipher, int table, const char *name)
+{
+    cipher_fns f;
+    const OSSL_PARAM *t = NULL;
+
+    if (!find_cipher(prov, cipher, &f))
+        return -1;
+    if (table == GETTABLE && f.alg_gettable != NULL)
+        t = f.alg_gettable(f.provctx);
+    else if (table == GETTABLE_CTX && f.gettable != NULL)
+        t = f.gettable(NULL, f.provctx);
+    else if (table == SETTABLE_CTX && f.settable != NULL)
+        t = f.settable(NULL, f.provctx);
+    return t == NULL ? -1 : OSSL_PARAM_locate_const(t, name) != NULL;
+}
+
+/* The default's answer, or the release's where the default cannot be asked (-1) */
+static int ask(int answer, int by_release)
 {
     return answer < 0 ? by_release : answer;
 }
 
+static int negated(int answer)
+{
+    return answer < 0 ? answer : !answer;
+}
+
 static void find_flags(void)
 {
-    int since_3_5 = OpenSSL_version_num() >= 0x30500000L;
+    int since_3_5 = OpenSSL_version_num() >= 0x30500000L, since_3_6 = OpenSSL_version_num() >= 0x30600000L;
     OSSL_LIB_CTX *lc;
     OSSL_PROVIDER *def = NULL;
 
     ERR_set_mark();
     if ((lc = OSSL_LIB_CTX_new()) != NULL)
         def = OSSL_PROVIDER_load(lc, "default");
-    if (def != NULL) {
-        int takes = takes_num_16(def);
-
-        flags.num_below_blocksize = takes < 0 ? since_3_5 : !takes;
-    } else {
-        flags.num_below_blocksize = since_3_5;
-    }
-    flags.gcm_iv_generated = def != NULL ? or_release(lists_iv_generated(def), since_3_5) : since_3_5;
-    flags.mb_aad_checked = def != NULL ? or_release(mb_refuses_interleave_5(def), since_3_5) : since_3_5;
+    flags.num_below_blocksize = ask(negated(takes_num_16(def)), since_3_5);
+    flags.gcm_iv_generated = ask(lists(def, "AES-128-GCM", GETTABLE_CTX, "iv-generated"), since_3_5);
+    flags.mb_aad_checked = ask(mb_refuses_interleave_5(def), since_3_5);
+    flags.iv_param_by_type = ask(negated(iv_tries_pointer_first(def)), since_3_6);
+    flags.alg_encrypt_then_mac = ask(lists(def, "AES-128-CBC", GETTABLE, "encrypt-then-mac"), since_3_6);
+    flags.stitched_lists_tls_version =
+        ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);

@@ -18,6 +18,17 @@ typedef struct {
      * 4 and 9..11 to 8), a length of 13 to 16384 x interleave bytes, a length field of at most
      * 16384 (one record's plaintext). OpenSSL 3.5.9; 3.0.19 takes any length. */
     int mb_aad_checked;
+    /* get iv / updated-iv sets the form the caller's parameter has (octet string or pointer) and
+     * tries no other, raising nothing for it. OpenSSL 3.6 (generated parameter decoders); up to
+     * 3.5 both forms are tried in turn, and from 3.2 libcrypto raises for the one that does not
+     * fit ("param of incompatible type"), in the order tried (provider/cipher_core.c). */
+    int iv_param_by_type;
+    /* Every cipher lists and answers "encrypt-then-mac" (0) among its algorithm parameters.
+     * OpenSSL 3.6 (for the AES-CBC-HMAC-SHA*-ETM ciphers); 3.0 and 3.5.9 do not know it. */
+    int alg_encrypt_then_mac;
+    /* The stitched ciphers list "tls-version" among their settable context parameters (3.0 and
+     * 3.5.9); OpenSSL 3.6's list leaves it out (it still takes it). */
+    int stitched_lists_tls_version;
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */
