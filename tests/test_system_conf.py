@@ -184,7 +184,8 @@ def test_debian_file_enabled(debian, tmp_path, openssl_env):
         return show.stdout
     with_include, without = req(env, "with"), req(env_orig, "without")
     assert with_include == without
-    assert "O = Internet Widgits Pty Ltd" in with_include and "CA:TRUE" in with_include
+    # the file's [req] defaults (3.0 prints "O = ...", 3.5 "O=...")
+    assert re.search(r"\bO ?= ?Internet Widgits Pty Ltd", with_include) and "CA:TRUE" in with_include, with_include
     rc, err = req(env_for(openssl_env, REPO / "conf" / "accelaes.cnf"), "standalone", ok=False)
     assert rc != 0 and "No objects specified in config file" in err
 
