@@ -1,6 +1,6 @@
 /* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
  * the operation query and the error-reason table. Read top to bottom. */
-#define _GNU_SOURCE   /* dladdr */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -52,10 +52,49 @@ static const OSSL_ITEM reason_strings[] = {
     { 0, NULL }
 };
 
+/* accelaes's own reasons go under one error library number for the whole process, its texts
+ * registered once and never unloaded (the module is pinned). libcrypto gives every provider object
+ * (each load of any provider, also the default in each new library context) the next number and
+ * packs it into 8 bits: after 128 numbers a new load's number aliases a live load's, loads its texts
+ * over the live one's and deletes them at its unload (ERR_unload_strings), so a long-lived load's
+ * errors lost their reason text after many loads and unloads. Per-load texts (the core's
+ * get_reason_strings) remain only where no number could be had here. */
+#define OWN_NSTR (sizeof(reason_strings) / sizeof(reason_strings[0]))
+static ERR_STRING_DATA own_strings[OWN_NSTR + 1];
+static int own_lib;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+
+static void own_strings_register(void)
+{
+    Dl_info info;
+    int lib = 0;
+
+    /* libcrypto keeps pointers to these texts: only from a module pinned in memory (as sched.c
+     * pins it); where the pin cannot be had (the code linked into a program), per-load texts stay */
+    if (dladdr((void *)own_strings, &info) == 0 || info.dli_fname == NULL
+        || (info.dli_fname[0] != '\0' && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) == NULL))
+        return;
+    /* a number whose low 8 bits alias one of OpenSSL's own libraries (< ERR_LIB_USER) is passed over */
+    for (int tries = 0; tries < 256 && (lib & 0xff) < ERR_LIB_USER; tries++)
+        lib = ERR_get_next_error_library();
+    if ((lib & 0xff) < ERR_LIB_USER)
+        return;
+    own_strings[0].error = ERR_PACK(lib, 0, 0);
+    own_strings[0].string = "accelaes";
+    for (size_t i = 0; reason_strings[i].id != 0; i++) {
+        own_strings[i + 1].error = ERR_PACK(lib, 0, reason_strings[i].id);
+        own_strings[i + 1].string = reason_strings[i].ptr;
+    }
+    if (ERR_load_strings_const(own_strings))
+        own_lib = lib;
+}
+
 void acc_raise(int reason, const char *fmt, ...)
 {
     va_list ap;
 
+    if (ERR_GET_LIB((unsigned long)reason) == 0 && own_lib != 0)   /* not ACC_PROV_R's ERR_LIB_PROV */
+        reason = (int)ERR_PACK(own_lib, 0, reason);
     /* held while raising, so that the handle's provider cannot be torn down meanwhile */
     pthread_mutex_lock(&err_lock);
     if (live_provs != NULL && c_new_error != NULL && c_vset_error != NULL) {
@@ -335,13 +374,21 @@ static const OSSL_ITEM *prov_reason_strings(void *vprov)
     return reason_strings;
 }
 
+/* prov_dispatch_texts adds the per-load reason texts: only where own_strings could not be registered. */
 static const OSSL_DISPATCH prov_dispatch[] = {
     { OSSL_FUNC_PROVIDER_TEARDOWN, (void (*)(void))prov_teardown },
     { OSSL_FUNC_PROVIDER_GETTABLE_PARAMS, (void (*)(void))prov_gettable_params },
     { OSSL_FUNC_PROVIDER_GET_PARAMS, (void (*)(void))prov_get_params },
     { OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))prov_query },
+    { 0, NULL },
+};
+static const OSSL_DISPATCH prov_dispatch_texts[] = {
+    { OSSL_FUNC_PROVIDER_TEARDOWN, (void (*)(void))prov_teardown },
+    { OSSL_FUNC_PROVIDER_GETTABLE_PARAMS, (void (*)(void))prov_gettable_params },
+    { OSSL_FUNC_PROVIDER_GET_PARAMS, (void (*)(void))prov_get_params },
+    { OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))prov_query },
     { OSSL_FUNC_PROVIDER_GET_REASON_STRINGS, (void (*)(void))prov_reason_strings },
-    { 0, NULL }
+    { 0, NULL },
 };
 
 /* ======================== Setup ======================== */
@@ -401,7 +448,8 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     acc_sched_configure(&sc);
     acc_sched_attach();   /* also installs the fork handlers and pins the module */
 
-    *out = prov_dispatch;
+    pthread_once(&own_once, own_strings_register);   /* a load that got this far stays mapped */
+    *out = own_lib != 0 ? prov_dispatch : prov_dispatch_texts;
     *provctx = prov;
     return 1;
 }

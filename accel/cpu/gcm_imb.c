@@ -220,17 +220,15 @@ static void imb_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const
 
 /* The default's wiped state (accel/gcm.h): a zero context, whose finalize gives E(K, orig_IV = 0)
  * and is kept to be taken off the tag; the AAD's GHASH from zero (zero-padded, as GCM pads it);
- * the counter one before zero (update moves it on by inc32 before each block, as
- * imb_split_range's). */
-static int imb_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
-                            size_t aadlen)
+ * the counter one before `first`, the counter block of the first data block (update moves it on
+ * by inc32 before each block, as imb_split_range's). */
+static int restart_at(acc_gcm_state *s, int enc, const uint8_t *aad, size_t aadlen, uint32_t first)
 {
     imb_gcm *g = (imb_gcm *)s;
     uint8_t h[16] = { 0 }, last[16] = { 0 }, c[16] = { 0 };
     size_t whole = aadlen / 16;
+    uint32_t before = first - 1;   /* mod 2^32 */
 
-    (void)key;
-    (void)keylen;
     if (g->f.enc_fin == NULL || g->f.ghash == NULL)
         return 0;
     memset(&g->msg, 0, sizeof(g->msg));
@@ -243,13 +241,51 @@ static int imb_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_
     }
     reverse16(g->msg.aad_hash, h);
     g->msg.aad_length = aadlen;
-    memset(c + 12, 0xff, 4);
+    c[12] = (uint8_t)(before >> 24), c[13] = (uint8_t)(before >> 16), c[14] = (uint8_t)(before >> 8);
+    c[15] = (uint8_t)before;
     reverse16(g->msg.current_counter, c);
     g->enc = enc;
     g->zeroed = 1;
     OPENSSL_cleanse(h, sizeof(h));
     OPENSSL_cleanse(last, sizeof(last));
     return 1;
+}
+
+/* Which counter block the running default provider's first data block takes after the wipe: its
+ * code paths differ (OpenSSL 3.0's and 3.5's CTR32 path: block 0; 3.5's AVX-512 VAES path
+ * increments before use: block 1), so it is asked, once per process, on a public key and zero
+ * data, through the nested-EVP engine (which is the default itself); 0 where it cannot be asked. */
+static uint32_t wiped_first;
+static pthread_once_t wiped_once = PTHREAD_ONCE_INIT;
+
+static void wiped_probe(void)
+{
+    static const uint8_t key[16] = { 0x61, 0x63, 0x63, 0x65, 0x6c, 0x61, 0x65, 0x73 };
+    static const uint8_t zero[16];
+    static acc_gcm_state r, m;   /* 64-byte aligned, as ipsec-mb's key data must be; run once */
+    const acc_gcm_engine *ref = acc_gcm_engine_evp();
+    uint8_t want[16], got[16];
+
+    if (ref != NULL && ref->set_key(&r, key, sizeof(key)) && ref->restart_zero(&r, 1, key, sizeof(key), NULL, 0)
+        && ref->update(&r, zero, want, sizeof(want)) && imb_set_key(&m, key, sizeof(key)))
+        for (uint32_t first = 0; first < 2; first++)
+            if (restart_at(&m, 1, NULL, 0, first) && imb_update(&m, zero, got, sizeof(got))
+                && memcmp(got, want, sizeof(got)) == 0) {
+                wiped_first = first;
+                break;
+            }
+    if (ref != NULL)
+        ref->cleanse(&r);
+    imb_cleanse(&m);
+}
+
+static int imb_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
+                            size_t aadlen)
+{
+    (void)key;
+    (void)keylen;
+    pthread_once(&wiped_once, wiped_probe);
+    return restart_at(s, enc, aad, aadlen, wiped_first);
 }
 
 /* enc and dec update share the context's format; finalize computes the same tag either way. */
