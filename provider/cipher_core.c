@@ -9,6 +9,7 @@
 #include <openssl/params.h>
 #include "provider/batch.h"
 #include "provider/cipher_ctx.h"
+#include "provider/compat.h"
 #include "provider/ctx_alloc.h"
 #include "provider/policy.h"
 #include "provider/prov.h"
@@ -265,22 +266,28 @@ int acc_cipher_refuse_call(const acc_cipher_ctx *c, const unsigned char *out, si
 
 /* ======================== Parameters ======================== */
 
+/* OSSL_CIPHER_PARAM_ENCRYPT_THEN_MAC, which older headers lack: answered wherever the running
+ * release's default answers it (provider/compat.h), whatever the module was built with. */
+#define PARAM_ETM "encrypt-then-mac"
+
+#define GETTABLE_BEFORE_3_6                                         \
+    OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL),                  \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),              \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),               \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL),          \
+    OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL),                   \
+    OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),              \
+    OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL),                    \
+    OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),        \
+    OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL)
+
 const OSSL_PARAM *acc_cipher_gettable_params(void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known[] = { GETTABLE_BEFORE_3_6, OSSL_PARAM_END };
+    static const OSSL_PARAM with_etm[] = { GETTABLE_BEFORE_3_6, OSSL_PARAM_int(PARAM_ETM, NULL), OSSL_PARAM_END };
+
     (void)provctx;
-    return known;
+    return acc_compat()->lists_etm ? with_etm : known;
 }
 
 static size_t ivlen_of(acc_mode mode)
@@ -295,7 +302,8 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
 {
     const struct { const char *key; int v; } flags[] = {
         { OSSL_CIPHER_PARAM_AEAD, kind->aead }, { OSSL_CIPHER_PARAM_CUSTOM_IV, kind->custom_iv }, { OSSL_CIPHER_PARAM_CTS, 0 },
-        { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, kind->tls1_multiblock }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 }
+        { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, kind->tls1_multiblock }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 },
+        { acc_compat()->lists_etm ? PARAM_ETM : NULL, 0 }   /* 3.6: none of these is an ETM cipher */
     };
     /* the stream-like modes report a block size of 1, as the default's do */
     size_t blksz = kind->mode == ACC_MODE_CTR || kind->mode == ACC_MODE_GCM || kind->mode == ACC_MODE_XTS ? 1
@@ -305,7 +313,8 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_MODE)) != NULL && !OSSL_PARAM_set_uint(p, kind->mode))
         goto bad;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-        if ((p = OSSL_PARAM_locate(params, flags[i].key)) != NULL && !OSSL_PARAM_set_int(p, flags[i].v))
+        if (flags[i].key != NULL && (p = OSSL_PARAM_locate(params, flags[i].key)) != NULL
+            && !OSSL_PARAM_set_int(p, flags[i].v))
             goto bad;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL && !OSSL_PARAM_set_size_t(p, kind->keylen))
         goto bad;
@@ -321,14 +330,12 @@ bad:
 }
 
 /* Either form the caller asked for. The order shows where libcrypto raises on the form that
- * does not fit (OpenSSL 3.2 and later: an 8-byte buffer gets "too small buffer" and "param of
+ * does not fit (OpenSSL 3.2 to 3.5: an 8-byte buffer gets "too small buffer" and "param of
  * incompatible type" in the order tried): the default's plain AES tries the pointer first, its
- * stitched ciphers the string. */
+ * stitched ciphers the string; 3.6 tries only the caller's type (provider/compat.c). */
 static int set_iv_param(const acc_cipher_ctx *c, OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
 {
-    if (c->kind->iv_string_first)
-        return OSSL_PARAM_set_octet_string(p, iv, ivlen) || OSSL_PARAM_set_octet_ptr(p, iv, ivlen);
-    return OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen);
+    return acc_compat_set_iv(p, iv, ivlen, c->kind->iv_string_first);
 }
 
 /* A parameter whose meaning is the core's: 1 set, 0 could not be set, -1 not the core's. */

@@ -6,6 +6,8 @@
  * cannot be asked (no stitched ciphers on this CPU, or no default provider), the release number
  * decides: OpenSSL 3.5 or later behaves as 3.5.9 does. Every error the questions raise is
  * dropped (ERR_set_mark / ERR_pop_to_mark): the application's queue is left as it was. */
+#define _GNU_SOURCE   /* dladdr */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 #include <strings.h>
@@ -20,10 +22,17 @@
 static acc_compat_flags flags;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* The running libcrypto's OSSL_PARAM_set_octet_string_or_ptr (3.6+), looked up at run time: a
+ * module built on an older release's headers still sets IVs exactly as the default does. */
+typedef int set_string_or_ptr_fn(OSSL_PARAM *p, const void *val, size_t len);
+static set_string_or_ptr_fn *set_string_or_ptr;
+
 typedef struct {
     OSSL_FUNC_cipher_newctx_fn *newctx;
     OSSL_FUNC_cipher_encrypt_init_fn *einit;
     OSSL_FUNC_cipher_set_ctx_params_fn *set;
+    OSSL_FUNC_cipher_get_ctx_params_fn *get;
+    OSSL_FUNC_cipher_gettable_params_fn *gettable_params;
     OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable;
     OSSL_FUNC_cipher_freectx_fn *freectx;
     void *provctx;
@@ -60,6 +69,12 @@ static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
             break;
         case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
             f->set = OSSL_FUNC_cipher_set_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GET_CTX_PARAMS:
+            f->get = OSSL_FUNC_cipher_get_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GETTABLE_PARAMS:
+            f->gettable_params = OSSL_FUNC_cipher_gettable_params(d);
             break;
         case OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS:
             f->gettable = OSSL_FUNC_cipher_gettable_ctx_params(d);
@@ -126,6 +141,50 @@ static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
     return r;
 }
 
+/* Does the default's AES-128-ECB list "encrypt-then-mac"? (-1: cannot tell) */
+static int lists_etm(OSSL_PROVIDER *prov)
+{
+    cipher_fns f;
+    const OSSL_PARAM *t;
+
+    if (!find_cipher(prov, "AES-128-ECB", &f) || f.gettable_params == NULL
+        || (t = f.gettable_params(f.provctx)) == NULL)
+        return -1;
+    return OSSL_PARAM_locate_const(t, "encrypt-then-mac") != NULL;   /* OSSL_CIPHER_PARAM_ENCRYPT_THEN_MAC */
+}
+
+/* Does the default's AES-128-ECB get its (empty) IV into an octet string without raising
+ * anything? 3.5 tries a pointer first, which raises "param of incompatible type". A sentinel
+ * error raised before the call is still the last one if the call raised none. (-1: cannot tell) */
+static int iv_get_raises_nothing(OSSL_PROVIDER *prov)
+{
+    unsigned char iv[16];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, iv, sizeof(iv)), OSSL_PARAM_END };
+    unsigned long sentinel = ERR_PACK(ERR_LIB_USER, 0, 1);
+    cipher_fns f;
+    void *ctx;
+    int quiet;
+
+    if (!find_cipher(prov, "AES-128-ECB", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    ERR_raise(ERR_LIB_USER, 1);
+    quiet = f.get(ctx, p) == 1 && ERR_peek_last_error() == sentinel;
+    f.freectx(ctx);
+    return quiet;
+}
+
+static void find_set_string_or_ptr(void)
+{
+    Dl_info info;
+    void *lib;
+
+    if (dladdr((void *)OSSL_PARAM_set_octet_string, &info) == 0 || info.dli_fname == NULL
+        || (lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) == NULL)
+        return;
+    *(void **)&set_string_or_ptr = dlsym(lib, "OSSL_PARAM_set_octet_string_or_ptr");
+    dlclose(lib);   /* NOLOAD: only drops the reference taken here; libcrypto stays */
+}
+
 static int or_release(int answer, int by_release)
 {
     return answer < 0 ? by_release : answer;
@@ -134,6 +193,7 @@ static int or_release(int answer, int by_release)
 static void find_flags(void)
 {
     int since_3_5 = OpenSSL_version_num() >= 0x30500000L;
+    int since_3_6 = OpenSSL_version_num() >= 0x30600000L;
     OSSL_LIB_CTX *lc;
     OSSL_PROVIDER *def = NULL;
 
@@ -149,6 +209,9 @@ static void find_flags(void)
     }
     flags.gcm_iv_generated = def != NULL ? or_release(lists_iv_generated(def), since_3_5) : since_3_5;
     flags.mb_aad_checked = def != NULL ? or_release(mb_refuses_interleave_5(def), since_3_5) : since_3_5;
+    flags.lists_etm = def != NULL ? or_release(lists_etm(def), since_3_6) : since_3_6;
+    flags.iv_set_by_type = def != NULL ? or_release(iv_get_raises_nothing(def), since_3_6) : since_3_6;
+    find_set_string_or_ptr();
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);
@@ -159,4 +222,20 @@ const acc_compat_flags *acc_compat(void)
 {
     pthread_once(&once, find_flags);
     return &flags;
+}
+
+/* 3.6 sets by the parameter's type (with the running libcrypto's own function where it has one;
+ * else an octet string as a string, which on 3.0 raises nothing either); before, the default's
+ * plain AES tries a pointer first, its stitched ciphers a string (string_first). */
+int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_first)
+{
+    if (acc_compat()->iv_set_by_type) {
+        if (set_string_or_ptr != NULL)
+            return set_string_or_ptr(p, iv, len);
+        if (p->data_type == OSSL_PARAM_OCTET_STRING)
+            return OSSL_PARAM_set_octet_string(p, iv, len);
+    }
+    if (string_first)
+        return OSSL_PARAM_set_octet_string(p, iv, len) || OSSL_PARAM_set_octet_ptr(p, iv, len);
+    return OSSL_PARAM_set_octet_ptr(p, iv, len) || OSSL_PARAM_set_octet_string(p, iv, len);
 }

@@ -5,6 +5,9 @@
 #ifndef ACC_PROVIDER_COMPAT_H
 #define ACC_PROVIDER_COMPAT_H
 
+#include <stddef.h>
+#include <openssl/core.h>
+
 typedef struct {
     /* set_ctx_params refuses a num at or past the cipher's reported block size (16 for ECB and CBC,
      * 1 for CTR: only 0), with PROV's "failed to get parameter". OpenSSL 3.5.9 and 3.6 (the DES
@@ -18,9 +21,20 @@ typedef struct {
      * 4 and 9..11 to 8), a length of 13 to 16384 x interleave bytes, a length field of at most
      * 16384 (one record's plaintext). OpenSSL 3.5.9; 3.0.19 takes any length. */
     int mb_aad_checked;
+    /* Every cipher lists and answers "encrypt-then-mac" among its gettable parameters (0 for the
+     * modes here: the flag is the ETM ciphers'). OpenSSL 3.6 (the generated parameter decoders). */
+    int lists_etm;
+    /* get-iv and get-updated-iv set the parameter by its own type (OSSL_PARAM_set_octet_string_or_ptr,
+     * public in 3.6), so an octet string raises no "param of incompatible type" from a failed pointer
+     * set first. OpenSSL 3.6; 3.5 tries the pointer first (and 3.0 raises nothing for it). */
+    int iv_set_by_type;
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */
 const acc_compat_flags *acc_compat(void);
+
+/* Sets an IV parameter as the running release's default provider does: by type (iv_set_by_type),
+ * else the pointer first, or the string first for the stitched ciphers (string_first). */
+int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_first);
 
 #endif
