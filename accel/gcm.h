@@ -11,11 +11,12 @@
 #include "accel/engine.h"
 
 #define ACC_GCM_TAG_LEN 16
-/* Room for an engine's key data and message state, inside the (64-byte aligned) cipher
- * context, so that a context needs no allocation of its own: intel-ipsec-mb's gcm_key_data
- * (expanded keys and 48 hash-key powers, 1008 bytes) and gcm_context_data. Each engine checks
- * that it fits (_Static_assert). */
-#define ACC_GCM_STATE_SIZE 1280
+/* Room for an engine's key data and message state, inside the (64-byte aligned, heap-allocated,
+ * per-process) cipher context, so that a context needs no allocation of its own: intel-ipsec-mb's
+ * gcm_key_data (expanded keys and the hash-key powers: 1008 bytes in 1.x, 1264 in 2.0, whose
+ * AVX2 and AVX512 tables grew) and gcm_context_data (88 bytes in both). Each engine checks that
+ * it fits (_Static_assert); no layout outside the process depends on this size. */
+#define ACC_GCM_STATE_SIZE 1536
 
 typedef struct acc_gcm_state {
     uint8_t opaque[ACC_GCM_STATE_SIZE];

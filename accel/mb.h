@@ -12,6 +12,9 @@
 /* 1 when built with intel-ipsec-mb and a manager can be made on this CPU, else 0. */
 int acc_mb_available(void);
 
+/* The intel-ipsec-mb release the module runs on ("2.0.0"), NULL when built without it. */
+const char *acc_mb_library(void);
+
 /* CBC-encrypt lanes the library runs side by side here (16 with VAES on AVX-512,
  * else 8); 0 when not available. A batch of this many streams fills them. */
 int acc_mb_lanes(void);

@@ -15,8 +15,12 @@ HARNESS="fuzz/fuzz_diff.c fuzz/fuzz_data.c fuzz/fuzz_side.c fuzz/fuzz_params.c f
 HEADERS=$(ls */*.h accel/*/*.h provider/*.h fuzz/*.h 2>/dev/null)
 DEFS="-I. -DHAVE_IPSECMB=1 -DHAVE_NUMA=1"
 LIBS="-lcrypto -lpthread -ldl"
-[ -f /usr/include/intel-ipsec-mb.h ] && LIBS="$LIBS -lIPSec_MB" || DEFS=$(echo "$DEFS" | sed 's/-DHAVE_IPSECMB=1//')
-[ -f /usr/include/numa.h ] && LIBS="$LIBS -lnuma" || DEFS=$(echo "$DEFS" | sed 's/-DHAVE_NUMA=1//')
+# as the Makefile decides: the header present, unless HAVE_IPSECMB / HAVE_NUMA say otherwise (`make
+# HAVE_IPSECMB=0 fuzz` passes its command-line value down in the environment); anything but 1 is "without"
+[ -f /usr/include/intel-ipsec-mb.h ] && : "${HAVE_IPSECMB=1}"
+[ -f /usr/include/numa.h ] && : "${HAVE_NUMA=1}"
+[ "${HAVE_IPSECMB:-}" = 1 ] && LIBS="$LIBS -lIPSec_MB" || DEFS=$(echo "$DEFS" | sed 's/-DHAVE_IPSECMB=1//')
+[ "${HAVE_NUMA:-}" = 1 ] && LIBS="$LIBS -lnuma" || DEFS=$(echo "$DEFS" | sed 's/-DHAVE_NUMA=1//')
 COMMON="-g -O1 -fPIC -std=gnu11 -pthread -fno-omit-frame-pointer -fno-strict-aliasing -Wall -Wextra $DEFS"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

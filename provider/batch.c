@@ -210,7 +210,7 @@ static int key_fits_lanes(const acc_cipher_ctx *ctx)
 {
     const acc_engine *ni = acc_engine_aesni();
 
-    return ni != NULL && ctx->eng == ni && ctx->ks.evp == NULL;
+    return ni != NULL && ctx->eng == ni && acc_cipher_key(ctx)->evp == NULL;
 }
 
 /* Run the queue: one CPU unit held while the lanes run, where one is idle. If none is, the
@@ -247,7 +247,7 @@ static void batch_run(acc_batch *b, int closed_by_itself)
         /* A lone stream gains nothing from lanes: the inline engine is as fast or faster. */
         batch_req *r = b->q[0];
 
-        r->done = r->ctx->eng->cbc_enc(&r->ctx->ks, r->in, r->out, r->len / ACC_AES_BLOCK,
+        r->done = r->ctx->eng->cbc_enc(acc_cipher_key(r->ctx), r->in, r->out, r->len / ACC_AES_BLOCK,
                                        r->ctx->iv) ? 1 : -1;
         acc_sched_count(ACC_PATH_INLINE, bytes, 1);
         if (closed_by_itself) {
@@ -268,7 +268,7 @@ static void batch_run(acc_batch *b, int closed_by_itself)
         batch_req *r = b->q[i];
 
         reqs[i].op = ACC_OP_CBC_ENC;
-        reqs[i].key = &r->ctx->ks;
+        reqs[i].key = acc_cipher_key(r->ctx);
         reqs[i].iv = r->ctx->iv;
         reqs[i].in = r->in;
         reqs[i].out = r->out;
@@ -293,7 +293,7 @@ static void batch_run(acc_batch *b, int closed_by_itself)
 
         if (r->in != r->out) {
             memcpy(r->ctx->iv, iv0[i], 16);
-            r->done = r->ctx->eng->cbc_enc(&r->ctx->ks, r->in, r->out, r->len / ACC_AES_BLOCK,
+            r->done = r->ctx->eng->cbc_enc(acc_cipher_key(r->ctx), r->in, r->out, r->len / ACC_AES_BLOCK,
                                            r->ctx->iv) ? 1 : -1;
             acc_sched_count(ACC_PATH_INLINE, r->len, 1);
         } else {

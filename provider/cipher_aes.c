@@ -5,6 +5,7 @@
 #include "provider/algs.h"
 #include "provider/cipher_block.h"
 #include "provider/names.h"
+#include "provider/skey.h"
 #include "provider/tls.h"
 
 #define ACC_AES_KIND(kbits, UMODE)                                                              \
@@ -32,6 +33,8 @@
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
         { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
         { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))acc_##shape##_update },                      \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))acc_##shape##_final },                        \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))acc_block_cipher },                          \

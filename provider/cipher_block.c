@@ -7,11 +7,30 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include "provider/cipher_block.h"
+#include "provider/compat.h"
 #include "provider/policy.h"
 #include "provider/prov.h"
 #include "provider/tls.h"
 
 /* ======================== Parameters ======================== */
+
+/* A num the running release's default takes (provider/compat.h): below the reported block size
+ * (CTR's is 1) where it checks; else any, but CTR's indexes the 16-byte keystream block, where
+ * OpenSSL 3.0's default reads past it: refused at 16 and up, with our own reason. */
+static int num_allowed(const acc_cipher_ctx *c, unsigned int u)
+{
+    if (acc_compat()->num_below_blocksize) {
+        if (u < (c->mode == ACC_MODE_CTR ? 1u : ACC_AES_BLOCK))
+            return 1;
+        acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "num %u is not below the block size", u);
+        return 0;
+    }
+    if (c->mode == ACC_MODE_CTR && u >= ACC_AES_BLOCK) {
+        acc_raise(ACC_R_INVALID_PARAMETER, "num %u: CTR's num must be below 16", u);
+        return 0;
+    }
+    return 1;
+}
 
 /* In the default provider's order (padding, use-bits, the TLS pair, num), so that a call with
  * several bad parameters fails on the same one, with its reason. */
@@ -35,12 +54,8 @@ int acc_block_set_ctx_params(void *vctx, const OSSL_PARAM params[])
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_NUM)) != NULL) {
         if (!OSSL_PARAM_get_uint(p, &u))
             goto bad;
-        /* num indexes the 16-byte keystream block: OpenSSL 3.0's default provider takes any num
-         * and reads past it; here it is refused, with our own reason */
-        if (c->mode == ACC_MODE_CTR && u >= ACC_AES_BLOCK) {
-            acc_raise(ACC_R_INVALID_PARAMETER, "num %u: CTR's num must be below 16", u);
+        if (!num_allowed(c, u))
             return 0;
-        }
         c->num = u;
     }
     return 1;
@@ -271,7 +286,7 @@ static int ctr_run(acc_cipher_ctx *c, uint8_t *out, const uint8_t *in, size_t le
     out += whole;
     len -= whole;
     if (len > 0) {
-        if (!c->eng->ecb_enc(&c->ks, c->iv, c->buf, 1))
+        if (!c->eng->ecb_enc(acc_cipher_key(c), c->iv, c->buf, 1))
             return acc_engine_fail(c, ACC_AES_BLOCK);
         acc_ctr_add(c->iv, 1);
         for (size_t i = 0; i < len; i++)

@@ -8,13 +8,26 @@
 #include <openssl/crypto.h>
 #include <openssl/params.h>
 #include "provider/batch.h"
+#include "provider/compat.h"
 #include "provider/cipher_ctx.h"
 #include "provider/ctx_alloc.h"
 #include "provider/policy.h"
 #include "provider/prov.h"
+#include "provider/skey.h"
 #include "scheduler/sched.h"
 
 /* ======================== Context life cycle ======================== */
+
+/* Lets go of the key: the own schedule cleansed, or the shared one's reference dropped. */
+static void drop_key(acc_cipher_ctx *c)
+{
+    if (c->skey != NULL)
+        acc_skey_release(c->skey);
+    else if (c->key_set)
+        c->eng->free_key(&c->ks);
+    c->skey = NULL;
+    c->key_set = 0;
+}
 
 void *acc_cipher_newctx(void *provctx, const acc_cipher_kind *kind)
 {
@@ -53,10 +66,10 @@ void acc_cipher_freectx(void *vctx)
         return;
     acc_batch_cancel(c);
     acc_cipher_publish(c);
-    if (c->key_set)
-        c->eng->free_key(&c->ks);
+    /* first: a cipher's own key state goes by key_set (XTS's tweak key), which drop_key clears */
     if (c->kind->on_free != NULL)
         c->kind->on_free(c);
+    drop_key(c);
     OPENSSL_cleanse(c, c->kind->ctx_size);
     acc_ctx_free(c);
 }
@@ -71,14 +84,13 @@ void *acc_cipher_dupctx(void *vctx)
     memcpy(d, s, kind->ctx_size);
     d->acct_bytes = d->acct_reqs = 0;   /* the original publishes what it did */
     d->batch_q = NULL;                  /* a waiting request stays the original's */
-    if (s->key_set && !s->eng->copy_key(&d->ks, &s->ks)) {
+    if (s->skey != NULL ? !acc_skey_ref(s->skey) : s->key_set && !s->eng->copy_key(&d->ks, &s->ks)) {
         OPENSSL_cleanse(d, kind->ctx_size);
         acc_ctx_free(d);
         goto fail;
     }
     if (kind->on_dup != NULL && !kind->on_dup(d, s)) {
-        if (s->key_set)
-            d->eng->free_key(&d->ks);
+        drop_key(d);
         OPENSSL_cleanse(d, kind->ctx_size);
         acc_ctx_free(d);
         goto fail;
@@ -132,10 +144,8 @@ static int set_key(acc_cipher_ctx *c, const unsigned char *key, size_t keylen)
         if (c->kind->on_key != NULL)
             c->kind->on_key(c);
     }
-    if (key != NULL || (c->key_set && need_dec && !c->ks.has_dec)) {
-        if (c->key_set)
-            c->eng->free_key(&c->ks);
-        c->key_set = 0;
+    if (key != NULL || (c->key_set && need_dec && !acc_cipher_key(c)->has_dec)) {
+        drop_key(c);
         if (!c->eng->set_key(&c->ks, c->rawkey, c->keylen, !need_dec)) {
             acc_raise(ACC_R_ENGINE_FAILURE, "%s engine could not set up the key", c->eng->name);
             return 0;
@@ -145,8 +155,31 @@ static int set_key(acc_cipher_ctx *c, const unsigned char *key, size_t keylen)
     return 1;
 }
 
-static int cipher_init(acc_cipher_ctx *c, const unsigned char *key, size_t keylen, const unsigned char *iv,
-                       size_t ivlen, const OSSL_PARAM params[], int enc)
+/* An opaque key: its schedule (both directions) shared, no expansion here. The length is checked
+ * as a raw key's would be (3.5's default hands the key's bytes to its raw-key init). */
+static int share_key(acc_cipher_ctx *c, acc_skey *k)
+{
+    if (k->keylen != c->keylen) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", k->keylen, c->keylen);
+        return 0;
+    }
+    if (k->eng != c->eng)   /* not this load's engine (never from EVP): a schedule of its own */
+        return set_key(c, k->raw, k->keylen);
+    memcpy(c->rawkey, k->raw, k->keylen);
+    if (c->kind->on_key != NULL)
+        c->kind->on_key(c);
+    drop_key(c);
+    if (!acc_skey_ref(k)) {
+        acc_raise(ACC_R_ENGINE_FAILURE, "cannot take a reference to the opaque key");
+        return 0;
+    }
+    c->skey = k;   /* a copy of the context (dupctx) shares it too */
+    c->key_set = 1;
+    return 1;
+}
+
+static int cipher_init(acc_cipher_ctx *c, const unsigned char *key, size_t keylen, acc_skey *skey,
+                       const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[], int enc)
 {
     acc_batch_cancel(c);   /* a request still waiting would run with the new key and IV */
     c->num = 0;
@@ -155,7 +188,7 @@ static int cipher_init(acc_cipher_ctx *c, const unsigned char *key, size_t keyle
     c->enc = enc;
     c->op = acc_op_of(c->mode, enc);
     c->inline_below = c->prov->policy.inline_below[c->op];
-    if (!set_iv(c, iv, ivlen) || !set_key(c, key, keylen))
+    if (!set_iv(c, iv, ivlen) || !(skey != NULL ? share_key(c, skey) : set_key(c, key, keylen)))
         return 0;
     return c->kind->set_ctx_params == NULL || c->kind->set_ctx_params(c, params);
 }
@@ -163,13 +196,23 @@ static int cipher_init(acc_cipher_ctx *c, const unsigned char *key, size_t keyle
 int acc_cipher_einit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
                      const OSSL_PARAM params[])
 {
-    return cipher_init(vctx, key, keylen, iv, ivlen, params, 1);
+    return cipher_init(vctx, key, keylen, NULL, iv, ivlen, params, 1);
 }
 
 int acc_cipher_dinit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
                      const OSSL_PARAM params[])
 {
-    return cipher_init(vctx, key, keylen, iv, ivlen, params, 0);
+    return cipher_init(vctx, key, keylen, NULL, iv, ivlen, params, 0);
+}
+
+int acc_cipher_skey_einit(void *vctx, void *skeydata, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return cipher_init(vctx, NULL, 0, skeydata, iv, ivlen, params, 1);
+}
+
+int acc_cipher_skey_dinit(void *vctx, void *skeydata, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return cipher_init(vctx, NULL, 0, skeydata, iv, ivlen, params, 0);
 }
 
 /* ======================== Checks ======================== */
@@ -223,22 +266,25 @@ int acc_cipher_refuse_call(const acc_cipher_ctx *c, const unsigned char *out, si
 
 /* ======================== Parameters ======================== */
 
+/* OSSL_CIPHER_PARAM_ENCRYPT_THEN_MAC, spelt out: headers before 3.6 lack the name, and what counts
+ * is the release that loads accelaes (provider/compat.h) */
+#define ENCRYPT_THEN_MAC "encrypt-then-mac"
+
+#define ALG_GETTABLE                                                                                             \
+    OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),            \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL), \
+        OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL), OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),         \
+        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL), OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),    \
+        OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL)
+
+/* The running release's table (provider/compat.h): 3.6 adds "encrypt-then-mac" at the end. */
 const OSSL_PARAM *acc_cipher_gettable_params(void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_MODE, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_BLOCK_SIZE, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_AEAD, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CUSTOM_IV, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_CTS, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, NULL),
-        OSSL_PARAM_int(OSSL_CIPHER_PARAM_HAS_RAND_KEY, NULL),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known[] = { ALG_GETTABLE, OSSL_PARAM_END };
+    static const OSSL_PARAM known_3_6[] = { ALG_GETTABLE, OSSL_PARAM_int(ENCRYPT_THEN_MAC, NULL), OSSL_PARAM_END };
+
     (void)provctx;
-    return known;
+    return acc_compat()->alg_encrypt_then_mac ? known_3_6 : known;
 }
 
 static size_t ivlen_of(acc_mode mode)
@@ -272,14 +318,27 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL
         && !OSSL_PARAM_set_size_t(p, ivlen_of(kind->mode)))
         goto bad;
+    /* none of these is an encrypt-then-MAC cipher (the -ETM ones are not served here) */
+    if ((p = OSSL_PARAM_locate(params, ENCRYPT_THEN_MAC)) != NULL && acc_compat()->alg_encrypt_then_mac
+        && !OSSL_PARAM_set_int(p, 0))
+        goto bad;
     return 1;
 bad:
     acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
     return 0;
 }
 
-static int set_iv_param(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
+/* Either form the caller asked for. The order shows where libcrypto raises on the form that
+ * does not fit (OpenSSL 3.2 and later: an 8-byte buffer gets "too small buffer" and "param of
+ * incompatible type" in the order tried): the default's plain AES tries the pointer first, its
+ * stitched ciphers the string. */
+static int set_iv_param(const acc_cipher_ctx *c, OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
 {
+    if (acc_compat()->iv_param_by_type) /* OpenSSL 3.6: the caller's form only */
+        return p->data_type == OSSL_PARAM_OCTET_PTR ? OSSL_PARAM_set_octet_ptr(p, iv, ivlen)
+                                                    : OSSL_PARAM_set_octet_string(p, iv, ivlen);
+    if (c->kind->iv_string_first)
+        return OSSL_PARAM_set_octet_string(p, iv, ivlen) || OSSL_PARAM_set_octet_ptr(p, iv, ivlen);
     return OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen);
 }
 
@@ -293,9 +352,9 @@ static int core_param(const acc_cipher_ctx *c, OSSL_PARAM *p)
     if (strcmp(p->key, OSSL_CIPHER_PARAM_KEYLEN) == 0)
         return OSSL_PARAM_set_size_t(p, c->keylen);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_IV) == 0)
-        return set_iv_param(p, c->oiv, ivlen);
+        return set_iv_param(c, p, c->oiv, ivlen);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_UPDATED_IV) == 0)
-        return set_iv_param(p, c->iv, ivlen);
+        return set_iv_param(c, p, c->iv, ivlen);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_PADDING) == 0)
         return OSSL_PARAM_set_uint(p, c->pad);
     if (strcmp(p->key, OSSL_CIPHER_PARAM_NUM) == 0)

@@ -11,6 +11,7 @@
 #include <openssl/core.h>
 #include <openssl/core_dispatch.h>
 #include "accel/engine.h"
+#include "provider/skey.h"
 
 struct acc_prov_ctx;
 struct acc_cipher_ctx;
@@ -26,6 +27,8 @@ typedef struct acc_cipher_kind {
     int aead, tls1_multiblock;  /* the flags get_params reports */
     int custom_iv;              /* likewise: the cipher handles its IV itself (GCM) */
     int dup_raises;             /* a failed dupctx raises a malloc error (the default's plain AES does) */
+    int iv_string_first;        /* get iv / updated-iv tries the octet string before the pointer
+                                   (the default's stitched ciphers do; cipher_core.c) */
     void (*on_new)(struct acc_cipher_ctx *c);
     /* a new key was given: state that goes with the old key goes (before the schedule is made) */
     void (*on_key)(struct acc_cipher_ctx *c);
@@ -38,6 +41,9 @@ typedef struct acc_cipher_kind {
 
 typedef struct acc_cipher_ctx {
     acc_aes_key ks;               /* first: 64-byte aligned; cleansed on free and on re-key */
+    /* An opaque key given by an skey init (provider/skey.h), whose schedule the context reads
+     * instead of ks and whose reference it holds; NULL: ks is the context's own. */
+    acc_skey *skey;
     const acc_cipher_kind *kind;
     struct acc_prov_ctx *prov;
     const acc_engine *eng;
@@ -70,6 +76,12 @@ typedef struct acc_cipher_ctx {
     int tlsmac_alloced;
 } acc_cipher_ctx;
 
+/* The schedule the data calls read: the shared one of an opaque key, or the context's own. */
+static inline const acc_aes_key *acc_cipher_key(const acc_cipher_ctx *c)
+{
+    return c->skey != NULL ? &c->skey->ks : &c->ks;
+}
+
 #define ACC_ACCT_FLUSH (64u * 1024u)
 
 /* XTS is no block operation of its own here (engine.h's xts runs a whole unit); its data key
@@ -90,7 +102,7 @@ static inline acc_op acc_op_of(acc_mode mode, int enc)
 static inline int acc_ctx_run(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t nblocks,
                               uint8_t iv[16])
 {
-    acc_req r = { c->op, &c->ks, iv, in, out, nblocks };
+    acc_req r = { c->op, acc_cipher_key(c), iv, in, out, nblocks };
 
     return acc_engine_run(c->eng, &r);
 }
@@ -105,6 +117,9 @@ OSSL_FUNC_cipher_freectx_fn acc_cipher_freectx;
 OSSL_FUNC_cipher_dupctx_fn acc_cipher_dupctx;
 OSSL_FUNC_cipher_encrypt_init_fn acc_cipher_einit;
 OSSL_FUNC_cipher_decrypt_init_fn acc_cipher_dinit;
+/* The skey inits (OpenSSL 3.5+, provider/skey.h's acc_skey_init_fn): the context shares the key's schedule. */
+int acc_cipher_skey_einit(void *vctx, void *skeydata, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[]);
+int acc_cipher_skey_dinit(void *vctx, void *skeydata, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[]);
 /* Publish the context's inline bytes to the scheduler's counters now. */
 void acc_cipher_publish(acc_cipher_ctx *c);
 /* Bytes and requests done inline, counted in the context (no thread-local lookup on the hot path)

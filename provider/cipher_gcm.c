@@ -10,6 +10,7 @@
 #include "provider/cipher_gcm.h"
 #include "provider/names.h"
 #include "provider/prov.h"
+#include "provider/skey.h"
 
 /* GCM's limit on one message's data (SP 800-38D): 2^39 - 256 bits, as CRYPTO_gcm128_encrypt. */
 #define GCM_MAX_DATA ((UINT64_C(1) << 36) - 32)
@@ -90,6 +91,7 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
     int was = g->base.enc;
 
     g->base.enc = enc;
+    g->iv_gen_rand = 0; /* "iv-generated" answers for the IV of this init only, as 3.5's */
     if (iv != NULL) {
         if (ivlen == 0 || ivlen > ACC_GCM_IV_MAX) {
             acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 1..%d", ivlen, ACC_GCM_IV_MAX);
@@ -135,6 +137,18 @@ static int gcm_dinit(void *vctx, const unsigned char *key, size_t keylen, const 
                      const OSSL_PARAM params[])
 {
     return gcm_init(vctx, key, keylen, iv, ivlen, params, 0);
+}
+
+/* Opaque keys (3.5+): this cipher keeps its own key state, so it takes the key's bytes as its
+ * raw-key init does (as 3.5's default, which has no skey init here, takes them through EVP). */
+static int gcm_skey_einit(void *vctx, void *skey, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return acc_skey_init_raw(gcm_einit, vctx, skey, iv, ivlen, params);
+}
+
+static int gcm_skey_dinit(void *vctx, void *skey, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return acc_skey_init_raw(gcm_dinit, vctx, skey, iv, ivlen, params);
 }
 
 /* ======================== The message ======================== */
@@ -287,6 +301,7 @@ static int iv_generate(acc_gcm_ctx *g)
     if (g->ivlen < ACC_GCM_IV_DEFAULT || RAND_bytes_ex(g->base.prov->libctx, g->iv, g->ivlen, 0) <= 0)
         return 0;
     g->iv_state = ACC_GCM_IV_BUFFERED;
+    g->iv_gen_rand = 1;
     return 1;
 }
 
@@ -430,6 +445,8 @@ static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
         { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))gcm_einit },                           \
         { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))gcm_dinit },                           \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))gcm_skey_einit },                 \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))gcm_skey_dinit },                 \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))gcm_update },                                \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))gcm_final },                                  \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))gcm_oneshot_cipher },                        \

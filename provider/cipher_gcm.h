@@ -27,6 +27,7 @@ typedef struct acc_gcm_ctx {
     int key_set;
     int iv_state;
     int iv_gen;                 /* TLS: a fixed IV part was set, the invocation field counts */
+    int iv_gen_rand;            /* this init's IV is a random one made here ("iv-generated") */
     int started;                /* the engine's message has begun: the AAD is closed */
     int zero_restart;           /* a key came while a message was open: it goes on from the
                                    default's wiped state (the engine's restart_zero) */

@@ -8,7 +8,12 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 #include "provider/cipher_gcm.h"
+#include "provider/compat.h"
 #include "provider/prov.h"
+
+/* OSSL_CIPHER_PARAM_AEAD_IV_GENERATED, spelt out: headers older than 3.5 lack the name, and what
+ * counts is the release that loads accelaes (provider/compat.h) */
+#define IV_GENERATED "iv-generated"
 
 /* ======================== The TLS IV: fixed part, invocation field ======================== */
 
@@ -186,6 +191,13 @@ static int get_ivgen(acc_gcm_ctx *g, OSSL_PARAM *p)
     return p->data != NULL && p->data_type == OSSL_PARAM_OCTET_STRING && getivgen(g, p->data, p->data_size);
 }
 
+/* 3.5's "iv-generated" (provider/compat.h): no PROV error either, only libcrypto's where the
+ * parameter's type does not fit; before 3.5 the name is not known, and ignored. */
+static int get_iv_generated(acc_gcm_ctx *g, OSSL_PARAM *p)
+{
+    return !acc_compat()->gcm_iv_generated || OSSL_PARAM_set_uint(p, (unsigned int)g->iv_gen_rand);
+}
+
 /* In the default's order, so that a call with several bad parameters fails on the same one. */
 static const struct {
     const char *key;
@@ -199,6 +211,7 @@ static const struct {
     { OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, get_aad_pad },
     { OSSL_CIPHER_PARAM_AEAD_TAG, get_tag },
     { OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, get_ivgen },
+    { IV_GENERATED, get_iv_generated },
 };
 
 #define NGETS (sizeof(gets) / sizeof(gets[0]))
@@ -342,22 +355,24 @@ int acc_gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 
 /* ======================== Tables (the default's AEAD tables) ======================== */
 
+#define GCM_GETTABLE                                                                                     \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL), \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),                                  \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),                                    \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL),                                    \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0)
+
+/* The running release's table (provider/compat.h): 3.5 adds "iv-generated" at the end. */
 const OSSL_PARAM *acc_gcm_gettable_ctx_params(void *vctx, void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known_3_0[] = { GCM_GETTABLE, OSSL_PARAM_END };
+    static const OSSL_PARAM known_3_5[] = { GCM_GETTABLE, OSSL_PARAM_uint(IV_GENERATED, NULL), OSSL_PARAM_END };
+
     (void)vctx;
     (void)provctx;
-    return known;
+    return acc_compat()->gcm_iv_generated ? known_3_5 : known_3_0;
 }
 
 const OSSL_PARAM *acc_gcm_settable_ctx_params(void *vctx, void *provctx)

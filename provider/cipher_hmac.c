@@ -12,12 +12,15 @@
 #include <openssl/params.h>
 #include "provider/batch.h"
 #include "provider/cipher_hmac.h"
+#include "provider/compat.h"
 #include "provider/names.h"
+#include "provider/skey.h"
 #include "provider/prov.h"
 
 #define BLK ACC_AES_BLOCK
 #define V_SSL3 0x0300
 #define V_TLS1 0x0301
+#define MAX_PLAIN 16384 /* SSL3_RT_MAX_PLAIN_LENGTH: one record's plaintext */
 
 /* ======================== Kind hooks (the core does the rest) ======================== */
 
@@ -64,6 +67,15 @@ static void hmac_on_key(acc_cipher_ctx *c)
 
 /* ======================== Parameters ======================== */
 
+/* The checks OpenSSL 3.5.9's default makes of a multiblock AAD before anything else
+ * (provider/compat.h): 4 or 8 records, each of at most one record's plaintext. */
+static int mb_aad_fits(const unsigned char *aad, size_t len, unsigned int interleave)
+{
+    if ((interleave != 4 && interleave != 8) || len < ACC_HMAC_AAD_LEN || len > (size_t)interleave * MAX_PLAIN)
+        return 0;
+    return ((size_t)aad[11] << 8 | aad[12]) <= MAX_PLAIN;
+}
+
 /* OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_*: the write of 4 or 8 records at once (cipher_hmac_multi.c).
  * A refused AAD or write fails with no error raised, as the default's does: libssl then writes
  * one record at a time. */
@@ -80,6 +92,8 @@ static int set_multiblock(acc_hmac_ctx *h, const OSSL_PARAM params[])
             || !OSSL_PARAM_get_uint(pi, &interleave))
             goto bad;
         /* data_size is the write's length, not the 13 bytes of header data points at */
+        if (acc_compat()->mb_aad_checked && !mb_aad_fits(p->data, p->data_size, interleave))
+            goto bad;
         if (!acc_hmac_mb_aad(h, p->data, p->data_size, interleave))
             return 0;
     }
@@ -210,22 +224,26 @@ static const OSSL_PARAM *hmac_gettable_ctx_params(void *vctx, void *provctx)
     return known;
 }
 
+#define HMAC_SETTABLE                                                                 \
+    OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, NULL, 0),                 \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),            \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, NULL), \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, NULL, 0),      \
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC, NULL, 0),      \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN, NULL, 0),   \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL)
+
+/* The running release's list (provider/compat.h): OpenSSL 3.6's leaves out tls-version, which
+ * it (and accelaes) still takes. */
 static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
 {
-    static const OSSL_PARAM known[] = {
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, NULL, 0),
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC, NULL, 0),
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN, NULL, 0),
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
-        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
-        OSSL_PARAM_END
-    };
+    static const OSSL_PARAM known[] = { HMAC_SETTABLE, OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
+                                        OSSL_PARAM_END };
+    static const OSSL_PARAM known_3_6[] = { HMAC_SETTABLE, OSSL_PARAM_END };
+
     (void)vctx; (void)provctx;
-    return known;
+    return acc_compat()->stitched_lists_tls_version ? known : known_3_6;
 }
 
 /* ======================== Update and final ======================== */
@@ -303,7 +321,7 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
 #define ACC_HMAC_FUNCTIONS(kbits, sha)                                                         \
     static const acc_hmac_kind aes##kbits##_##sha##_kind = {                                    \
         { .mode = ACC_MODE_CBC, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_hmac_ctx),         \
-          .aead = 1, .tls1_multiblock = 1, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
+          .aead = 1, .tls1_multiblock = 1, .iv_string_first = 1, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
           .set_ctx_params = hmac_set_ctx_params },                                               \
         &acc_hmac_##sha                                                                          \
     };                                                                                          \
@@ -323,6 +341,8 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
         { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
         { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \

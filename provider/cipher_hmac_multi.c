@@ -114,7 +114,7 @@ static int encrypt_bodies(acc_hmac_ctx *h, acc_req *r, unsigned int n, size_t to
         return 1;
     }
     for (unsigned int i = 0; i < n; i++)
-        if (!e->cbc_enc(&h->aes.ks, r[i].in, r[i].out, r[i].nblocks, r[i].iv))
+        if (!e->cbc_enc(acc_cipher_key(&h->aes), r[i].in, r[i].out, r[i].nblocks, r[i].iv))
             return acc_engine_fail(&h->aes, total);
     acc_sched_count(ACC_PATH_INLINE, total, n);
     return 1;
@@ -142,7 +142,7 @@ static int macs_and_bodies(acc_hmac_ctx *h, acc_req *r, unsigned int n, const si
             m[i].nblocks = r[i].nblocks;
             m[i].iv = r[i].iv;
         }
-        done = acc_mb_hmac_run(ms, ipad, opad, &h->aes.ks, m, n);
+        done = acc_mb_hmac_run(ms, ipad, opad, acc_cipher_key(&h->aes), m, n);
         OPENSSL_cleanse(ipad, sizeof(ipad));
         OPENSSL_cleanse(opad, sizeof(opad));
     }
@@ -196,7 +196,7 @@ size_t acc_hmac_mb_encrypt(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, siz
 
         memset(body[i] + plen[i] + ms, (int)(blen - plen[i] - ms - 1), blen - plen[i] - ms);
         r[i].op = ACC_OP_CBC_ENC;
-        r[i].key = &h->aes.ks;
+        r[i].key = acc_cipher_key(&h->aes);
         memcpy(chain[i], ivs[i], BLK);   /* the CBC may move it on; ivs[i] is sent */
         r[i].iv = chain[i];
         r[i].in = r[i].out = body[i];

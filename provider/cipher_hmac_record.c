@@ -146,7 +146,7 @@ static int interleave(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, siz
             h->sha->update(&h->md, out + *hashed, d + STEP - *hashed);
             *hashed = d + STEP;
         }
-        if (!e->cbc_enc(&h->aes.ks, out + d, out + d, STEP / BLK, h->aes.iv))
+        if (!e->cbc_enc(acc_cipher_key(&h->aes), out + d, out + d, STEP / BLK, h->aes.iv))
             return 0;
     }
     *done = d;

@@ -194,7 +194,7 @@ size_t acc_hmac_stitch(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, si
     h->sha->update(&h->md, out + iv, fill);
     *hashed += fill;
     n = (plen - *hashed) / 64;
-    load_keys(&k, &h->aes.ks);
+    load_keys(&k, acc_cipher_key(&h->aes));
     if (sha1) {
         uint32_t hs[5] = { h->md.s1.h0, h->md.s1.h1, h->md.s1.h2, h->md.s1.h3, h->md.s1.h4 };
 

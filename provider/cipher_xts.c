@@ -13,6 +13,7 @@
 #include "provider/policy.h"
 #include "provider/prov.h"
 #include "provider/xts_split.h"
+#include "provider/skey.h"
 #include "scheduler/sched.h"
 
 /* The default's limit per data unit (IEEE 1619-2018, SP 800-38E), measured on 3.0.19: 2^20
@@ -135,6 +136,18 @@ static int xts_dinit(void *vctx, const unsigned char *key, size_t keylen, const 
                      const OSSL_PARAM params[])
 {
     return xts_init(vctx, key, keylen, iv, ivlen, params, 0);
+}
+
+/* Opaque keys (3.5+): this cipher keeps its own key state, so it takes the key's bytes as its
+ * raw-key init does (as 3.5's default, which has no skey init here, takes them through EVP). */
+static int xts_skey_einit(void *vctx, void *skey, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return acc_skey_init_raw(xts_einit, vctx, skey, iv, ivlen, params);
+}
+
+static int xts_skey_dinit(void *vctx, void *skey, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return acc_skey_init_raw(xts_dinit, vctx, skey, iv, ivlen, params);
 }
 
 /* ======================== Data ======================== */
@@ -260,6 +273,8 @@ static int xts_final(void *vctx, unsigned char *out, size_t *outl, size_t outsiz
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##xts_newctx },                      \
         { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))xts_einit },                             \
         { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))xts_dinit },                             \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))xts_skey_einit },                   \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))xts_skey_dinit },                   \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))xts_update },                                  \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))xts_final },                                    \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))xts_cipher },                                  \

@@ -18,6 +18,9 @@
 #define ACC_NAMES_AES_128_XTS "AES-128-XTS:1.3.111.2.1619.0.1.1"
 #define ACC_NAMES_AES_256_XTS "AES-256-XTS:1.3.111.2.1619.0.1.2"
 
+/* The opaque AES key management (3.5+), as the default names it */
+#define ACC_NAMES_AES_SKEY "AES:2.16.840.1.101.3.4.1"
+
 /* The DRBG delegate answers to the name libcrypto fetches by default. */
 #define ACC_NAMES_CTR_DRBG "CTR-DRBG"
 

@@ -1,5 +1,7 @@
 /* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
  * the operation query and the error-reason table. Read top to bottom. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,8 +11,10 @@
 #include <openssl/err.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
+#include "accel/mb.h"
 #include "provider/algs.h"
 #include "provider/cipher_hmac.h"
+#include "provider/skey.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
@@ -48,10 +52,49 @@ static const OSSL_ITEM reason_strings[] = {
     { 0, NULL }
 };
 
+/* accelaes's own reasons go under one error library number for the whole process, its texts
+ * registered once and never unloaded (the module is pinned). libcrypto gives every provider object
+ * (each load of any provider, also the default in each new library context) the next number and
+ * packs it into 8 bits: after 128 numbers a new load's number aliases a live load's, loads its texts
+ * over the live one's and deletes them at its unload (ERR_unload_strings), so a long-lived load's
+ * errors lost their reason text after many loads and unloads. Per-load texts (the core's
+ * get_reason_strings) remain only where no number could be had here. */
+#define OWN_NSTR (sizeof(reason_strings) / sizeof(reason_strings[0]))
+static ERR_STRING_DATA own_strings[OWN_NSTR + 1];
+static int own_lib;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+
+static void own_strings_register(void)
+{
+    Dl_info info;
+    int lib = 0;
+
+    /* libcrypto keeps pointers to these texts: only from a module pinned in memory (as sched.c
+     * pins it); where the pin cannot be had (the code linked into a program), per-load texts stay */
+    if (dladdr((void *)own_strings, &info) == 0 || info.dli_fname == NULL
+        || (info.dli_fname[0] != '\0' && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) == NULL))
+        return;
+    /* a number whose low 8 bits alias one of OpenSSL's own libraries (< ERR_LIB_USER) is passed over */
+    for (int tries = 0; tries < 256 && (lib & 0xff) < ERR_LIB_USER; tries++)
+        lib = ERR_get_next_error_library();
+    if ((lib & 0xff) < ERR_LIB_USER)
+        return;
+    own_strings[0].error = ERR_PACK(lib, 0, 0);
+    own_strings[0].string = "accelaes";
+    for (size_t i = 0; reason_strings[i].id != 0; i++) {
+        own_strings[i + 1].error = ERR_PACK(lib, 0, reason_strings[i].id);
+        own_strings[i + 1].string = reason_strings[i].ptr;
+    }
+    if (ERR_load_strings_const(own_strings))
+        own_lib = lib;
+}
+
 void acc_raise(int reason, const char *fmt, ...)
 {
     va_list ap;
 
+    if (ERR_GET_LIB((unsigned long)reason) == 0 && own_lib != 0)   /* not ACC_PROV_R's ERR_LIB_PROV */
+        reason = (int)ERR_PACK(own_lib, 0, reason);
     /* held while raising, so that the handle's provider cannot be torn down meanwhile */
     pthread_mutex_lock(&err_lock);
     if (live_provs != NULL && c_new_error != NULL && c_vset_error != NULL) {
@@ -91,9 +134,34 @@ ACC_FORK_SAFE(&priv_lock, 1, "private libctx", ACC_RANK_PRIV, ACC_FORK_HOLD);
 
 /* Set (under priv_lock) when OPENSSL_cleanup has begun: no private context is made after that. */
 static int priv_closed;
-static int priv_atexit_done;
+static int priv_atexit_done;   /* registering was tried (once: the answer does not change) */
 
 static void priv_free_at_cleanup(void);
+
+/* Registers priv_free_at_cleanup with OPENSSL_atexit of the libcrypto this module calls (found from
+ * the address of one of its functions), looked up at run time: OpenSSL 4.0 removed OPENSSL_atexit,
+ * and with it the ENGINE API (the handler's reason, below) and the atexit-time OPENSSL_cleanup.
+ * Where the running libcrypto has none, there is nothing to do early and teardown frees the
+ * context. Returns 1 when registered. */
+static int priv_register_atexit(void)
+{
+    typedef int atexit_fn(void (*)(void));
+    Dl_info info;
+    void *lib;
+    atexit_fn *reg = NULL;
+    int ok = 0;
+
+    if (dladdr((void *)OSSL_LIB_CTX_new, &info) == 0 || info.dli_fname == NULL)
+        return 0;
+    lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == NULL)
+        return 0;
+    *(void **)&reg = dlsym(lib, "OPENSSL_atexit");
+    if (reg != NULL)
+        ok = reg(priv_free_at_cleanup);
+    dlclose(lib);
+    return ok;
+}
 
 OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
 {
@@ -107,7 +175,8 @@ OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov)
              * pin the module that registers one: OSSL_provider_init's acc_sched_attach already
              * pinned it (RTLD_NODELETE, scheduler/sched.c). If registering fails, teardown frees
              * the context instead, as before. */
-            priv_atexit_done = OPENSSL_atexit(priv_free_at_cleanup);
+            (void)priv_register_atexit();
+            priv_atexit_done = 1;
         }
         lc = OSSL_LIB_CTX_new();
         /* The handle OSSL_PROVIDER_load returns holds a reference of its own, which
@@ -198,14 +267,30 @@ static const OSSL_PARAM *prov_gettable_params(void *vprov)
     return prov_param_types;
 }
 
+/* The multi-buffer lanes as build info says them: tests that need the lanes read it (conftest.py
+ * lanes_missing) to skip, saying why, where the build or the CPU has none. */
+static void lanes_info(char *buf, size_t n)
+{
+    const char *lib = acc_mb_library();
+
+    if (lib == NULL)
+        snprintf(buf, n, "lanes none (built without intel-ipsec-mb)");
+    else if (!acc_mb_available())
+        snprintf(buf, n, "lanes none (intel-ipsec-mb %s: no hardware AES here)", lib);
+    else
+        snprintf(buf, n, "lanes %d (intel-ipsec-mb %s)", acc_mb_lanes(), lib);
+}
+
 static int prov_get_params(void *vprov, OSSL_PARAM params[])
 {
     acc_prov_ctx *prov = vprov;
-    static char buildinfo[160];
+    static char buildinfo[256];
+    char lanes[96];
     OSSL_PARAM *p;
 
-    snprintf(buildinfo, sizeof(buildinfo), "accelaes %s, engine %s, built " __DATE__,
-             ACC_PROV_VERSION, prov->eng != NULL ? prov->eng->name : "none");
+    lanes_info(lanes, sizeof(lanes));
+    snprintf(buildinfo, sizeof(buildinfo), "accelaes %s, engine %s, %s, built " __DATE__, ACC_PROV_VERSION,
+             prov->eng != NULL ? prov->eng->name : "none", lanes);
     if ((p = OSSL_PARAM_locate(params, OSSL_PROV_PARAM_NAME)) != NULL
         && !OSSL_PARAM_set_utf8_ptr(p, "accelaes AES offload provider"))
         return 0;
@@ -277,6 +362,8 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
         return all_ciphers;
     case OSSL_OP_RAND:
         return rand_query(vprov, no_cache);
+    case OSSL_OP_SKEYMGMT:
+        return acc_skeymgmt_query();
     }
     return NULL;
 }
@@ -287,13 +374,21 @@ static const OSSL_ITEM *prov_reason_strings(void *vprov)
     return reason_strings;
 }
 
+/* prov_dispatch_texts adds the per-load reason texts: only where own_strings could not be registered. */
 static const OSSL_DISPATCH prov_dispatch[] = {
     { OSSL_FUNC_PROVIDER_TEARDOWN, (void (*)(void))prov_teardown },
     { OSSL_FUNC_PROVIDER_GETTABLE_PARAMS, (void (*)(void))prov_gettable_params },
     { OSSL_FUNC_PROVIDER_GET_PARAMS, (void (*)(void))prov_get_params },
     { OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))prov_query },
+    { 0, NULL },
+};
+static const OSSL_DISPATCH prov_dispatch_texts[] = {
+    { OSSL_FUNC_PROVIDER_TEARDOWN, (void (*)(void))prov_teardown },
+    { OSSL_FUNC_PROVIDER_GETTABLE_PARAMS, (void (*)(void))prov_gettable_params },
+    { OSSL_FUNC_PROVIDER_GET_PARAMS, (void (*)(void))prov_get_params },
+    { OSSL_FUNC_PROVIDER_QUERY_OPERATION, (void (*)(void))prov_query },
     { OSSL_FUNC_PROVIDER_GET_REASON_STRINGS, (void (*)(void))prov_reason_strings },
-    { 0, NULL }
+    { 0, NULL },
 };
 
 /* ======================== Setup ======================== */
@@ -353,7 +448,8 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     acc_sched_configure(&sc);
     acc_sched_attach();   /* also installs the fork handlers and pins the module */
 
-    *out = prov_dispatch;
+    pthread_once(&own_once, own_strings_register);   /* a load that got this far stays mapped */
+    *out = own_lib != 0 ? prov_dispatch : prov_dispatch_texts;
     *provctx = prov;
     return 1;
 }

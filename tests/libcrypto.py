@@ -5,10 +5,33 @@ OsslError), C buffers (Mem, GuardedMem) and OSSL_PARAM arrays (Params). Tests re
 
 import ctypes
 import os
+import re
+import shutil
+import subprocess
 from ctypes import (POINTER, CFUNCTYPE, Structure, byref, c_char_p, c_int, c_size_t, c_uint,
                     c_ulong, c_void_p)
 
-LIBCRYPTO = os.environ.get("ACCELAES_TEST_LIBCRYPTO", "libcrypto.so.3")
+
+
+def module_libcrypto():
+    """The soname of the libcrypto the module under test links (libcrypto.so.3 for OpenSSL 3.x,
+    libcrypto.so.4 for 4.0; a system can carry both), else the openssl command's: ctypes must drive
+    the same libcrypto the module calls. ACCELAES_TEST_LIBCRYPTO names another."""
+    if os.environ.get("ACCELAES_TEST_LIBCRYPTO"):
+        return os.environ["ACCELAES_TEST_LIBCRYPTO"]
+    build = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         os.environ.get("ACCELAES_BUILD_DIR", "build"))
+    module = os.path.join(os.environ.get("ACCELAES_TEST_MODULES", build), "accelaes.so")
+    for elf in (module, shutil.which("openssl")):
+        if elf and os.path.exists(elf) and shutil.which("ldd"):
+            out = subprocess.run(["ldd", elf], capture_output=True, text=True).stdout
+            m = re.search(r"^\s*(libcrypto\.so\.\d+)\s", out, re.M)
+            if m:
+                return m.group(1)
+    return "libcrypto.so.3"
+
+
+LIBCRYPTO = module_libcrypto()
 _lib = ctypes.CDLL(LIBCRYPTO)
 
 # EVP_CIPHER_names_do_all(cipher, void (*fn)(const char *name, void *data), data)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD
+from libcrypto import LIBCRYPTO
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf" / "accelaes.cnf"
@@ -22,7 +23,7 @@ needs_module = pytest.mark.skipif(not (BUILD / "accelaes.so").exists(),
 PROBE = r'''
 import ctypes, sys
 from ctypes import c_void_p, c_char_p, c_int, c_size_t
-L = ctypes.CDLL("libcrypto.so.3")
+L = ctypes.CDLL(sys.argv[2])
 def f(name, res, args):
     fn = getattr(L, name); fn.restype = res; fn.argtypes = args; return fn
 rand_fetch = f("EVP_RAND_fetch", c_void_p, [c_void_p, c_char_p, c_char_p])
@@ -62,7 +63,7 @@ else:
 
 
 def probe(mode, env):
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", PROBE, mode, LIBCRYPTO], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return dict(line.split(" ", 1) for line in out.stdout.split("\n") if line)

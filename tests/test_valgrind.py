@@ -35,10 +35,22 @@ FAKE = BUILD / "accelaes-fakegpu.so"
 # decryption path it is gone; zeroing its `none` / `outl` or building the tag OSSL_PARAM field by
 # field keeps it. No input accelaes passes is undefined, and a change of code layout with the same
 # calls makes it vanish: this points at memcheck or libcrypto's asm rather than at accelaes, but it is
-# not proved, so the xfail stays with this record.
-ENGINES = ["aesni", "evp", pytest.param("evp-gcm", marks=pytest.mark.xfail(
-    strict=True, reason="memcheck: uninitialised values in the nested default GCM's final "
-    "(not with the default alone nor with gcm_evp.c at -O0; every input defined; cause open)")), "fakegpu"]
+# not proved, so the xfail stays with this record. It is not there on every release (OpenSSL 3.5.9 with
+# valgrind 3.24: clean), so evp-gcm is an xfail only where this run's report shows exactly it: every
+# error an uninitialised value met in the nested default GCM's final (below gcm_evp.c's evp_finish) or in
+# test_alloc_fail.c's compare of the tag that final handed back, nothing lost. Anything else fails.
+ENGINES = ["aesni", "evp", "evp-gcm", "fakegpu"]
+KNOWN_GCM_FINAL = "memcheck: uninitialised values in the nested default GCM's final on this release " \
+    "(not with the default alone nor with gcm_evp.c at -O0; every input defined; cause open)"
+
+
+def only_the_gcm_final_record(report):
+    """True when memcheck's errors are all the recorded one (above) and there is at least one."""
+    contexts = [c for c in re.split(r"^==\d+== ?$", report, flags=re.M) if re.search(r"^==\d+==    at ", c, re.M)]
+    errors = [c for c in contexts if not re.search(r"are (definitely|indirectly|possibly) lost|still reachable", c)]
+    return bool(errors) and all(
+        re.search(r"^==\d+== (Conditional jump or move depends on|Use of) uninitialised value", c, re.M)
+        and ("evp_finish (gcm_evp.c:" in c or "same (test_alloc_fail.c:" in c) for c in errors)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -66,4 +78,6 @@ def test_no_leak_over_a_provider_life(openssl_env, engine):
             re.findall(r"(definitely|indirectly) lost: ([\d,]+) bytes", report)}
     assert re.search(r"^\d+ passed, 0 failed$", p.stdout, re.M), p.stdout[-3000:] + report[-3000:]
     assert lost.get("definitely") == 0 and lost.get("indirectly") == 0, report[-8000:]
+    if engine == "evp-gcm" and "ERROR SUMMARY: 0 errors" not in report and only_the_gcm_final_record(report):
+        pytest.xfail(KNOWN_GCM_FINAL)
     assert "ERROR SUMMARY: 0 errors" in report and p.returncode == 0, report[-8000:]

@@ -1,4 +1,4 @@
-/* accel/cpu/mb.c: multi-buffer batches over intel-ipsec-mb 1.3: many independent streams,
+/* accel/cpu/mb.c: multi-buffer batches over intel-ipsec-mb (1.3 or 2.0): many independent streams,
  * each with its own key and IV, share the SIMD lanes (CBC-encrypt above all, serial per stream). */
 #include "accel/mb.h"
 
@@ -12,6 +12,11 @@ int acc_mb_available(void)
 int acc_mb_lanes(void)
 {
     return 0;
+}
+
+const char *acc_mb_library(void)
+{
+    return NULL;
 }
 
 int acc_mb_run(acc_req *reqs, size_t n)
@@ -99,8 +104,9 @@ static IMB_MGR *make_aes_mgr(void)
     if (m == NULL)
         return NULL;
     init_mb_mgr_auto(m, NULL);
-    if (imb_get_errno(m) != 0 || m->used_arch <= IMB_ARCH_NOAESNI) {
-        /* No hardware AES: the software emulation would lose to every other engine. */
+    if (imb_get_errno(m) != 0 || m->used_arch < IMB_ARCH_SSE) {
+        /* No hardware AES: 1.x's software emulation (IMB_ARCH_NOAESNI, below SSE; 2.0 has none)
+         * would lose to every other engine. */
         free_mb_mgr(m);
         return NULL;
     }
@@ -140,6 +146,11 @@ int acc_mb_available(void)
 int acc_mb_lanes(void)
 {
     return acc_mb_available() ? __atomic_load_n(&mb_lanes, __ATOMIC_RELAXED) : 0;
+}
+
+const char *acc_mb_library(void)
+{
+    return imb_get_version_str();
 }
 
 /* The state of one request while its pieces run, one piece in flight at a time. */

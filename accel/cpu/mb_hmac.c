@@ -40,7 +40,7 @@ static IMB_MGR *make_hmac_mgr(void)
             return NULL;
         init_mb_mgr_auto(m, NULL);
     }
-    if (imb_get_errno(m) != 0 || m->used_arch <= IMB_ARCH_NOAESNI) {
+    if (imb_get_errno(m) != 0 || m->used_arch < IMB_ARCH_SSE) {
         free_mb_mgr(m);
         return NULL;
     }

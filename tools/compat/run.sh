@@ -213,9 +213,15 @@ compare ssl_test "ssl_test test/ssl-tests" 0 0,1
 # tree, against the installed python3-cryptography): its pyproject.toml's pytest options apply.
 # Hypothesis draws its examples from a fixed seed, so both runs test the same inputs; its example
 # database is removed before each run so the second run does not replay the first's examples.
-PYCA_TESTS="tests/hazmat/primitives/test_aes.py tests/hazmat/primitives/test_padding.py
-  tests/hazmat/primitives/test_cmac.py tests/test_fernet.py
-  tests/hypothesis/test_fernet.py tests/hypothesis/test_padding.py"
+# Each release's source has its own set of these files (Debian 13's 43.0 has no tests/hypothesis/test_fernet.py):
+# the run takes those present, and test_aes.py must be among them.
+PYCA_TESTS=""
+for t in tests/hazmat/primitives/test_aes.py tests/hazmat/primitives/test_padding.py \
+  tests/hazmat/primitives/test_cmac.py tests/test_fernet.py \
+  tests/hypothesis/test_fernet.py tests/hypothesis/test_padding.py; do
+  if [ -f "$PYCA_SRC/$t" ]; then PYCA_TESTS="$PYCA_TESTS $t"; else say "pyca: $t is not in $PYCA_SRC_VERSION: not run"; fi
+done
+[ -f "$PYCA_SRC/tests/hazmat/primitives/test_aes.py" ] || problem "pyca: tests/hazmat/primitives/test_aes.py missing in $PYCA_SRC"
 pyca_run() {  # ID SUITE
   local id=$1 suite=$2 mode
   for mode in default accelaes; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/compat/sources.sh DIR: fetch and unpack, under DIR, the Debian source packages of the
-# installed libssl3 (source package openssl) and python3-cryptography (python-cryptography), with
+# installed libssl3/libssl3t64 (source package openssl) and python3-cryptography (python-cryptography), with
 # `apt-get source PKG=VERSION` (Debian's patches applied by dpkg-source). Writes DIR/sources.env
 # (OPENSSL_SRC, OPENSSL_SRC_VERSION, PYCA_SRC, PYCA_SRC_VERSION, ...) for tools/compat/run.sh.
 #
@@ -60,20 +60,32 @@ fetch() {
     avail=$(src_versions "$src")
   fi
   if [ -z "$avail" ]; then say "no source version of $src is available from the configured deb-src entries" >&2; return 1; fi
-  # shellcheck disable=SC2086
-  ver=$("$PY" "$HERE/compat.py" pick-version "$want" $avail) || return 1
-  if [ "$ver" = "$want" ]; then
-    say "$src source: $ver (the installed $bin is $binver)"
-  else
-    say "$src source: the installed version $want is not in the archive any more; using the NEAREST available, $ver (available: $(echo $avail))"
-  fi
-  stamp="$DIR/.${src}_${ver}.done"
-  if [ ! -f "$stamp" ]; then
-    rm -rf "$DIR/$src-"*/ "$DIR/${src}_"* 2>/dev/null
-    (cd "$DIR" && timeout 600 apt-get source -q "$src=$ver") >"$DIR/apt-source-$src.log" 2>&1 \
-      || { say "apt-get source $src=$ver failed (log: $DIR/apt-source-$src.log)" >&2; tail -5 "$DIR/apt-source-$src.log" >&2; return 1; }
-    touch "$stamp"
-  fi
+  # The nearest version whose files the archive really serves: an index can list a version whose files a
+  # mirror no longer has (seen with Debian 13's openssl 3.5.9-1~deb13u1: listed, 404 on download).
+  while :; do
+    # shellcheck disable=SC2086
+    ver=$("$PY" "$HERE/compat.py" pick-version "$want" $avail) || return 1
+    if [ "$ver" = "$want" ]; then
+      say "$src source: $ver (the installed $bin is $binver)"
+    else
+      say "$src source: the installed version $want cannot be had from the archive; using the NEAREST available, $ver (available: $(echo $avail))"
+    fi
+    stamp="$DIR/.${src}_${ver}.done"
+    up=${ver#*:}; up=${up%-*}
+    [ -f "$stamp" ] && [ -d "$DIR/$src-$up" ] && break
+    # fetched aside, so that a failed try leaves an earlier good source in place
+    rm -rf "$DIR/.get" && mkdir -p "$DIR/.get"
+    if (cd "$DIR/.get" && timeout 600 apt-get source -q "$src=$ver") >"$DIR/apt-source-$src.log" 2>&1; then
+      rm -rf "$DIR/$src-"*/ "$DIR/${src}_"* "$DIR/.${src}_"*.done 2>/dev/null
+      mv "$DIR/.get/"* "$DIR/" && rm -rf "$DIR/.get"
+      touch "$stamp"
+      break
+    fi
+    say "apt-get source $src=$ver failed (log: $DIR/apt-source-$src.log)" >&2
+    tail -3 "$DIR/apt-source-$src.log" >&2
+    avail=$(printf '%s\n' $avail | grep -vxF "$ver")
+    [ -n "$avail" ] || { say "no other version of $src to try" >&2; return 1; }
+  done
   upstream=${ver#*:}; upstream=${upstream%-*}
   dir="$DIR/$src-$upstream"
   [ -d "$dir" ] || { say "apt-get source $src=$ver did not unpack into $dir" >&2; return 1; }
@@ -86,6 +98,11 @@ fetch() {
 }
 
 rm -f "$DIR/sources.env.new"
-fetch libssl3 OPENSSL || exit 1
+# The package that holds the libcrypto in use: libssl3 on Debian 12, libssl3t64 from Debian 13 on (the 64-bit
+# time_t transition renamed it).
+libcrypto=$(ldconfig -p | awk '/libcrypto\.so\.[0-9]+ .*x86-64|libcrypto\.so\.[0-9]+ \(libc6,x86-64\)/{print $NF; exit}')
+libssl_pkg=$(dpkg -S "$(readlink -f "${libcrypto:-/nonexistent}")" 2>/dev/null | sed -n '1s/:.*//p')
+[ -n "$libssl_pkg" ] || { say "cannot tell which package holds libcrypto (${libcrypto:-not found by ldconfig})" >&2; exit 1; }
+fetch "$libssl_pkg" OPENSSL || exit 1
 fetch python3-cryptography PYCA || exit 1
 mv "$DIR/sources.env.new" "$DIR/sources.env"

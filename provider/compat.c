@@ -1,0 +1,212 @@
+/* provider/compat.c: the running release's differences (provider/compat.h), found by asking the
+ * running default provider itself, once per process: its own cipher dispatch tables, in a private
+ * library context (no configuration, no ENGINE, nothing of the application's), with the calls
+ * that tell one behaviour from the other. Patch releases take such changes (the num check came to
+ * 3.5 and 3.6 in a patch release), so asking beats a table of version numbers; where the default
+ * cannot be asked (no stitched ciphers on this CPU, or no default provider), the release number
+ * decides: OpenSSL 3.5 or later behaves as 3.5.9 does, 3.6 or later as 3.6.5. Every error the
+ * questions raise is dropped (ERR_set_mark / ERR_pop_to_mark): the application's queue is left as
+ * it was. The questions are asked on first use, not at provider init, when libcrypto may be
+ * activating providers. */
+#include <pthread.h>
+#include <string.h>
+#include <strings.h>
+#include <openssl/core_dispatch.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/params.h>
+#include <openssl/provider.h>
+#include "provider/compat.h"
+
+static acc_compat_flags flags;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+typedef struct {
+    OSSL_FUNC_cipher_newctx_fn *newctx;
+    OSSL_FUNC_cipher_encrypt_init_fn *einit;
+    OSSL_FUNC_cipher_set_ctx_params_fn *set;
+    OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable;
+    OSSL_FUNC_cipher_settable_ctx_params_fn *settable;
+    OSSL_FUNC_cipher_gettable_params_fn *alg_gettable;
+    OSSL_FUNC_cipher_get_ctx_params_fn *get;
+    OSSL_FUNC_cipher_freectx_fn *freectx;
+    void *provctx;
+} cipher_fns;
+
+/* name among an algorithm's colon-separated names */
+static int has_name(const char *names, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *s = names; s != NULL && *s != '\0'; s = strchr(s, ':') ? strchr(s, ':') + 1 : NULL)
+        if (strncasecmp(s, name, n) == 0 && (s[n] == ':' || s[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
+{
+    int no_cache = 0;
+    const OSSL_ALGORITHM *algs;
+    const OSSL_DISPATCH *d = NULL;
+
+    memset(f, 0, sizeof(*f));
+    if (prov == NULL)
+        return 0;
+    algs = OSSL_PROVIDER_query_operation(prov, OSSL_OP_CIPHER, &no_cache);
+    for (const OSSL_ALGORITHM *a = algs; a != NULL && a->algorithm_names != NULL && d == NULL; a++)
+        if (has_name(a->algorithm_names, name))
+            d = a->implementation;
+    for (; d != NULL && d->function_id != 0; d++) {
+        switch (d->function_id) {
+        case OSSL_FUNC_CIPHER_NEWCTX:
+            f->newctx = OSSL_FUNC_cipher_newctx(d);
+            break;
+        case OSSL_FUNC_CIPHER_ENCRYPT_INIT:
+            f->einit = OSSL_FUNC_cipher_encrypt_init(d);
+            break;
+        case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
+            f->set = OSSL_FUNC_cipher_set_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS:
+            f->gettable = OSSL_FUNC_cipher_gettable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS:
+            f->settable = OSSL_FUNC_cipher_settable_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GETTABLE_PARAMS:
+            f->alg_gettable = OSSL_FUNC_cipher_gettable_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_GET_CTX_PARAMS:
+            f->get = OSSL_FUNC_cipher_get_ctx_params(d);
+            break;
+        case OSSL_FUNC_CIPHER_FREECTX:
+            f->freectx = OSSL_FUNC_cipher_freectx(d);
+            break;
+        }
+    }
+    if (algs != NULL)
+        OSSL_PROVIDER_unquery_operation(prov, OSSL_OP_CIPHER, algs);
+    f->provctx = OSSL_PROVIDER_get0_provider_ctx(prov);
+    return f->newctx != NULL && f->einit != NULL && f->set != NULL && f->freectx != NULL;
+}
+
+/* Does the default's AES-128-ECB take a num of 16? (-1: cannot tell) */
+static int takes_num_16(OSSL_PROVIDER *prov)
+{
+    cipher_fns f;
+    unsigned int num = 16;
+    OSSL_PARAM p[2] = { OSSL_PARAM_uint(OSSL_CIPHER_PARAM_NUM, &num), OSSL_PARAM_END };
+    void *ctx;
+    int ok;
+
+    if (!find_cipher(prov, "AES-128-ECB", &f) || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    ok = f.set(ctx, p);
+    f.freectx(ctx);
+    return ok;
+}
+
+/* Does the default's stitched cipher refuse a multiblock AAD of interleave 5, which 3.0 takes as
+ * 4? (-1: cannot tell: no stitched cipher on this CPU) */
+static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], mackey[20];
+    unsigned char aad[13] = { 0, 0, 0, 0, 0, 0, 0, 0, 23, 3, 3, 0, 0 }; /* TLS 1.2, length 0 */
+    unsigned int il = 5;
+    cipher_fns f;
+    OSSL_PARAM mk[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, (void *)mackey, sizeof(mackey)),
+                         OSSL_PARAM_END };
+    /* the AAD parameter's size is the write's length, as libssl passes it */
+    OSSL_PARAM mb[3] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, aad, 4 * 4096),
+                         OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, &il), OSSL_PARAM_END };
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-CBC-HMAC-SHA1", &f) || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.einit(ctx, key, sizeof(key), NULL, 0, NULL) && f.set(ctx, mk))
+        r = !f.set(ctx, mb);
+    f.freectx(ctx);
+    return r;
+}
+
+/* Does the default's CBC, asked for its IV as an octet string that fits, raise an error on the
+ * way (it tried the pointer first: 3.2 to 3.5)? (-1: cannot tell) A sentinel error of our own
+ * shows whether anything came after it. */
+static int iv_tries_pointer_first(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], iv[16];
+    unsigned char buf[16];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, buf, sizeof(buf)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-CBC", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    ERR_raise(ERR_LIB_USER, 1);
+    if (f.einit(ctx, key, sizeof(key), iv, sizeof(iv), NULL) && f.get(ctx, p))
+        r = ERR_peek_last_error() != ERR_PACK(ERR_LIB_USER, 0, 1);
+    f.freectx(ctx);
+    return r;
+}
+
+enum { GETTABLE, GETTABLE_CTX, SETTABLE_CTX };
+
+/* Is name in one of the default's cipher's parameter tables? (-1: cannot tell) */
+static int lists(OSSL_PROVIDER *prov, const char *cipher, int table, const char *name)
+{
+    cipher_fns f;
+    const OSSL_PARAM *t = NULL;
+
+    if (!find_cipher(prov, cipher, &f))
+        return -1;
+    if (table == GETTABLE && f.alg_gettable != NULL)
+        t = f.alg_gettable(f.provctx);
+    else if (table == GETTABLE_CTX && f.gettable != NULL)
+        t = f.gettable(NULL, f.provctx);
+    else if (table == SETTABLE_CTX && f.settable != NULL)
+        t = f.settable(NULL, f.provctx);
+    return t == NULL ? -1 : OSSL_PARAM_locate_const(t, name) != NULL;
+}
+
+/* The default's answer, or the release's where the default cannot be asked (-1) */
+static int ask(int answer, int by_release)
+{
+    return answer < 0 ? by_release : answer;
+}
+
+static int negated(int answer)
+{
+    return answer < 0 ? answer : !answer;
+}
+
+static void find_flags(void)
+{
+    int since_3_5 = OpenSSL_version_num() >= 0x30500000L, since_3_6 = OpenSSL_version_num() >= 0x30600000L;
+    OSSL_LIB_CTX *lc;
+    OSSL_PROVIDER *def = NULL;
+
+    ERR_set_mark();
+    if ((lc = OSSL_LIB_CTX_new()) != NULL)
+        def = OSSL_PROVIDER_load(lc, "default");
+    flags.num_below_blocksize = ask(negated(takes_num_16(def)), since_3_5);
+    flags.gcm_iv_generated = ask(lists(def, "AES-128-GCM", GETTABLE_CTX, "iv-generated"), since_3_5);
+    flags.mb_aad_checked = ask(mb_refuses_interleave_5(def), since_3_5);
+    flags.iv_param_by_type = ask(negated(iv_tries_pointer_first(def)), since_3_6);
+    flags.alg_encrypt_then_mac = ask(lists(def, "AES-128-CBC", GETTABLE, "encrypt-then-mac"), since_3_6);
+    flags.stitched_lists_tls_version =
+        ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
+    if (def != NULL)
+        OSSL_PROVIDER_unload(def);
+    OSSL_LIB_CTX_free(lc);
+    ERR_pop_to_mark();
+}
+
+const acc_compat_flags *acc_compat(void)
+{
+    pthread_once(&once, find_flags);
+    return &flags;
+}

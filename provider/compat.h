@@ -1,0 +1,37 @@
+/* provider/compat.h: what the running OpenSSL release's default provider does where releases
+ * differ, decided once per process from the loaded libcrypto (never from the headers accelaes was
+ * built with), so that a module built on one 3.x release behaves like the default provider of the
+ * release that loads it. Each flag says which release changed what (provider/compat.c). */
+#ifndef ACC_PROVIDER_COMPAT_H
+#define ACC_PROVIDER_COMPAT_H
+
+typedef struct {
+    /* set_ctx_params refuses a num at or past the cipher's reported block size (16 for ECB and CBC,
+     * 1 for CTR: only 0), with PROV's "failed to get parameter". OpenSSL 3.5.9 and 3.6 (the DES
+     * OFB/CFB num over-read fix, openssl#30284, taken into ciphercommon.c); 3.0.19 takes any num. */
+    int num_below_blocksize;
+    /* GCM answers and lists "iv-generated" (1 once it made a random IV for an encryption, 0 from
+     * each init). OpenSSL 3.5 (3.4's FIPS indicator work); 3.0 does not know the parameter. */
+    int gcm_iv_generated;
+    /* The stitched ciphers' TLS1_1_MULTIBLOCK_AAD checks its arguments before anything else, with
+     * PROV's "failed to get parameter": an interleave of exactly 4 or 8 (3.0 rounds 5..7 down to
+     * 4 and 9..11 to 8), a length of 13 to 16384 x interleave bytes, a length field of at most
+     * 16384 (one record's plaintext). OpenSSL 3.5.9; 3.0.19 takes any length. */
+    int mb_aad_checked;
+    /* get iv / updated-iv sets the form the caller's parameter has (octet string or pointer) and
+     * tries no other, raising nothing for it. OpenSSL 3.6 (generated parameter decoders); up to
+     * 3.5 both forms are tried in turn, and from 3.2 libcrypto raises for the one that does not
+     * fit ("param of incompatible type"), in the order tried (provider/cipher_core.c). */
+    int iv_param_by_type;
+    /* Every cipher lists and answers "encrypt-then-mac" (0) among its algorithm parameters.
+     * OpenSSL 3.6 (for the AES-CBC-HMAC-SHA*-ETM ciphers); 3.0 and 3.5.9 do not know it. */
+    int alg_encrypt_then_mac;
+    /* The stitched ciphers list "tls-version" among their settable context parameters (3.0 and
+     * 3.5.9); OpenSSL 3.6's list leaves it out (it still takes it). */
+    int stitched_lists_tls_version;
+} acc_compat_flags;
+
+/* The running release's flags, found on first use (thread-safe) and then fixed. */
+const acc_compat_flags *acc_compat(void);
+
+#endif
