@@ -93,7 +93,7 @@ void acc_raise(int reason, const char *fmt, ...)
 {
     va_list ap;
 
-    if (ERR_GET_LIB((unsigned long)reason) == 0 && own_lib != 0)   /* not ACC_PROV_R's ERR_LIB_PROV */
+    if (ERR_GET_LIB((unsigned long)reason) == 0 && own_lib != 0) /* not ACC_PROV_R's ERR_LIB_PROV */
         reason = (int)ERR_PACK(own_lib, 0, reason);
     /* held while raising, so that the handle's provider cannot be torn down meanwhile */
     pthread_mutex_lock(&err_lock);
@@ -448,7 +448,7 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     acc_sched_configure(&sc);
     acc_sched_attach();   /* also installs the fork handlers and pins the module */
 
-    pthread_once(&own_once, own_strings_register);   /* a load that got this far stays mapped */
+    pthread_once(&own_once, own_strings_register); /* a load that got this far stays mapped */
     *out = own_lib != 0 ? prov_dispatch : prov_dispatch_texts;
     *provctx = prov;
     return 1;

@@ -189,6 +189,33 @@ def cuda_mock_plugin(tmp_path_factory):
     return out
 
 
+_LANES = {}
+
+
+def lanes_missing():
+    """None when accelaes runs multi-buffer (intel-ipsec-mb) lanes here, else why not, as the provider's
+    build info says it (`openssl list -providers -verbose`: "lanes 16 (intel-ipsec-mb 2.0.0)", "lanes none
+    (built without intel-ipsec-mb)", "lanes none (intel-ipsec-mb 1.3.0: no hardware AES here)"). The one
+    way tests learn it: a test that needs the lanes calls require_lanes()."""
+    if "why" not in _LANES:
+        env = dict(os.environ, ACCELAES_SHM_NAME=SHM_NAME)
+        p = subprocess.run(["openssl", "list", "-providers", "-verbose", "-provider", "accelaes"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        m = re.search(r"build info: .*?, lanes (\d+|none)(?: \(([^)]*)\))?", p.stdout)
+        if m is None:
+            _LANES["why"] = f"accelaes's build info names no lanes: {(p.stdout + p.stderr).strip()[-300:]}"
+        else:
+            _LANES["why"] = f"no multi-buffer lanes: {m.group(2)}" if m.group(1) == "none" else None
+    return _LANES["why"]
+
+
+def require_lanes():
+    """Skip, saying why, where accelaes has no multi-buffer lanes (lanes_missing)."""
+    why = lanes_missing()
+    if why is not None:
+        pytest.skip(why)
+
+
 def stat_total(env):
     """Bytes done by accelaes on every path (inline, split, batch, GPU), all processes together, as
     build/accelaes-stat --json reports them for the segment env names."""

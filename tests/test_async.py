@@ -12,12 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import MODULE, STAT_TOOL
-
-
-def mb_linked():
-    proc = subprocess.run(["ldd", str(MODULE)], capture_output=True, text=True)
-    return "libIPSec_MB" in proc.stdout
+from conftest import MODULE, STAT_TOOL, require_lanes
 
 
 @pytest.fixture
@@ -26,8 +21,7 @@ def seg_env(openssl_env):
     for need in (MODULE, STAT_TOOL):
         if not need.exists():
             pytest.skip(f"{need} is not built (run `make build-only`)")
-    if not mb_linked():
-        pytest.skip("built without intel-ipsec-mb: no multi-buffer batching")
+    require_lanes()
     name = f"/accelaes-test-async-{os.getpid()}-{secrets.token_hex(4)}"
     env = dict(openssl_env, ACCELAES_SHM_NAME=name)   # OPENSSL_MODULES as openssl_env sets it
     yield env

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, MODULES, PROVIDER, SEED
+from conftest import BUILD, MODULES, PROVIDER, SEED, lanes_missing
 from test_sched import seg, stat, start_worker as start_sched_worker  # noqa: F401 (seg is a fixture)
 
 WORKER = BUILD / "tests" / "test_load_worker"
@@ -163,11 +163,15 @@ def test_kill9_during_load(seg):
         assert not [p for p in after["processes"] if p["alive"]], "a worker outlived the test"
         totals["iterations"] += 1
     t = after["totals"]
-    # Every path was exercised, and dead owners' units were really recovered somewhere.
-    assert t["inline_bytes"] > 0 and t["gpu_bytes"] > 0 and t["batch_bytes"] > 0, t
+    # Every path was exercised (the batch where the build has the lanes), and dead owners' units were
+    # really recovered somewhere.
+    no_lanes = lanes_missing()
+    assert t["inline_bytes"] > 0 and t["gpu_bytes"] > 0 and (t["batch_bytes"] > 0 or no_lanes), t
     assert t["split_bytes"] > 0, t
     totals.update({"segment_totals": t, "procs": n, "seconds": SECONDS, "seed": SEED})
     log_summary("kill9", totals)
+    if no_lanes:
+        pytest.skip(f"recovery checked on the other paths, the batch path not: {no_lanes}")
 
 
 def corrupt_targets(layout, mode):

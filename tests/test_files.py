@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-from conftest import BUILD  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
+from conftest import BUILD, require_lanes  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 TOOL = BUILD / "accelaes-files"
 MODULE = BUILD / "accelaes.so"
 STAT = BUILD / "accelaes-stat"
@@ -439,10 +439,7 @@ def test_cbc_encrypt_fills_the_lanes(tool, require_provider, openssl_env, tmp_pa
         pytest.skip("the multi-buffer batch is accelaes's (provider/batch.c)")
     if not STAT.exists():
         pytest.skip(f"{STAT} is not built (run `make build-only`)")
-    if "libIPSec_MB" not in subprocess.run(["ldd", str(MODULE)], capture_output=True, text=True).stdout:
-        pytest.skip("the provider was built without intel-ipsec-mb: no multi-buffer lanes")
-    if " aes " not in Path("/proc/cpuinfo").read_text().replace("\n", " "):
-        pytest.skip("no AES-NI: the lanes take AES-NI key schedules only (provider/batch.c)")
+    require_lanes()
     _, kpath = keyfile(tmp_path, 16)
     src = tmp_path / "in"
     files = make_tree(src, [(20 << 10) + 37 * i for i in range(48)])  # 20 KiB .. 22 KiB: one piece each

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 import evp
-from conftest import MODULES, SEED, private_segment, run_c_test
+from conftest import MODULES, SEED, lanes_missing, private_segment, run_c_test
 
 pytestmark = pytest.mark.usefixtures("require_provider")
 
@@ -125,6 +125,10 @@ def test_gcm_split_matches_default(stat_tool, gcm_split_env):
         f"GCM split differs from the default provider: {results[-1:] or stderr[-2000:]}"
     assert results[-1]["checked"] == 40
     totals = stat_totals(stat_tool, gcm_split_env)
+    no_lanes = lanes_missing()
+    if no_lanes and totals["split_bytes"] == 0:
+        # GCM then runs on the nested default (gcm_evp.c), which has no split hooks
+        pytest.skip(f"the bytes and tags checked, the split not: no intel-ipsec-mb GCM engine ({no_lanes})")
     assert totals["split_bytes"] > 0, f"no GCM update was split: {totals}"
 
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, MODULES, PROVIDER, SEED
+from conftest import BUILD, MODULES, PROVIDER, SEED, lanes_missing
 from test_faults import check_clean, envs, need_worker, prime, start
 from test_sched import seg, stat  # noqa: F401 (seg is a fixture)
 
@@ -106,7 +106,9 @@ def test_sustained_load(seg):
     # provider counts what it ran, which differs only by padding and final blocks: at most a
     # block per pass.
     assert abs(seen - verified) <= 32 * (ops + ajobs), (seen, verified, ops, t)
-    assert all(t[f"{k}_bytes"] > 0 for k in PATHS), t
+    # every path ran; the batch only where the build has the lanes (said by the skip below)
+    no_lanes = lanes_missing()
+    assert all(t[f"{k}_bytes"] > 0 for k in PATHS if not (k == "batch" and no_lanes)), t
     # Units credit the bytes they served: no more than went through the split, batch and GPU paths.
     assert sum(u["bytes"] for u in units if u["kind"] == "gpu") == t["gpu_bytes"], (units, t)
     figures = {
@@ -124,3 +126,5 @@ def test_sustained_load(seg):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps({"test": "load", **figures}) + "\n")
+    if no_lanes:
+        pytest.skip(f"the other paths checked, the batch path not: {no_lanes}")

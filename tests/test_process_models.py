@@ -11,7 +11,7 @@ paused async job's batch; under tools/sanitize.sh asan this runs against the ASa
 
 import pytest
 
-from conftest import MODULE, run_c_test
+from conftest import MODULE, require_lanes, run_c_test
 
 
 @pytest.fixture
@@ -36,4 +36,5 @@ def test_fork_with_every_lock_held(openssl_env):
 
 @pytest.mark.parametrize("cipher", ["AES-128-CBC", "AES-128-CBC-HMAC-SHA1"])
 def test_free_while_waiting_in_a_paused_job(module_env, cipher):
+    require_lanes()   # the job pauses in the multi-buffer batch
     run_c_test("test_async_free", module_env, args=[cipher])

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 import test_tls as tls
-from conftest import run_c_test
+from conftest import lanes_missing, run_c_test
 
 SIZES = [64 << 10, 256 << 10, 1 << 20]
 # (s_client arguments, stitched cipher the suite uses)
@@ -75,12 +75,16 @@ def test_s_server_multiblock_writes(sites, suite, size):
     grown = batch_bytes(sites["env"]) - before
     assert got == sites["data"][size], err[-2000:]
     # each 16 KiB write sends 4 records of 3584 bytes through the multiblock path, counted on
-    # the batch path (the rest of each write goes one record at a time)
-    assert grown >= (size // 16384) * 4 * 3584 * 0.9, f"batch counters grew by {grown} bytes only"
+    # the batch path (the rest of each write goes one record at a time); without the lanes the
+    # multiblock records are sealed one by one (the bytes are still checked)
+    no_lanes = lanes_missing()
+    assert no_lanes or grown >= (size // 16384) * 4 * 3584 * 0.9, f"batch counters grew by {grown} bytes only"
     ref, err = fetch(sites["ref"], sites["plain"], args, name)        # default writes and reads
     assert ref == got, err[-2000:]
     both, err = fetch(sites["acc"], sites["env"], args, name)         # accelaes at both ends
     assert both == got, err[-2000:]
+    if no_lanes:
+        pytest.skip(f"the bytes checked, the multiblock writes in the lanes not: {no_lanes}")
 
 
 # A TLS server in Debian's python3 (the system libssl): sendall() hands libssl the whole chunk.
@@ -126,4 +130,7 @@ def test_python_server_large_writes(sites, suite, chunk, tmp_path):
         srv.kill()
     assert p.stdout == data, srv.stderr.read()[-2000:] + p.stderr.decode(errors="replace")[-2000:]
     grown = batch_bytes(sites["env"]) - before
+    no_lanes = lanes_missing()
+    if no_lanes:
+        pytest.skip(f"the bytes checked, the multiblock writes in the lanes not: {no_lanes}")
     assert grown >= size * 0.9, f"batch counters grew by {grown} bytes only"

@@ -233,7 +233,7 @@ static int restart_at(acc_gcm_state *s, int enc, const uint8_t *aad, size_t aadl
     imb_gcm *g = (imb_gcm *)s;
     uint8_t h[16] = { 0 }, last[16] = { 0 }, c[16] = { 0 };
     size_t whole = aadlen / 16;
-    uint32_t before = first - 1;   /* mod 2^32 */
+    uint32_t before = first - 1; /* mod 2^32 */
 
     if (g->f.enc_fin == NULL || g->f.ghash == NULL)
         return 0;
@@ -268,7 +268,7 @@ static void wiped_probe(void)
 {
     static const uint8_t key[16] = { 0x61, 0x63, 0x63, 0x65, 0x6c, 0x61, 0x65, 0x73 };
     static const uint8_t zero[16];
-    static acc_gcm_state r, m;   /* 64-byte aligned, as ipsec-mb's key data must be; run once */
+    static acc_gcm_state r, m; /* 64-byte aligned, as ipsec-mb's key data must be; run once */
     const acc_gcm_engine *ref = acc_gcm_engine_evp();
     uint8_t want[16], got[16];
 
