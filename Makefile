@@ -191,6 +191,17 @@ RELEASE_TEST ?= check
 test-release:
 	sh tools/release-root.sh $(RELEASE) sh -c 'make && make $(RELEASE_TEST)'
 
+# `make test-release-cross RELEASE=trixie`: the module built on this machine's OpenSSL (without lanes, whose
+# library's soname differs between releases) loaded by RELEASE's libcrypto must answer as RELEASE's default
+# provider: the decisions are taken at run time, not from the headers it was built with.
+CROSS_TESTS ?= tests/test_error_codes.py tests/test_params.py tests/test_gcm.py tests/test_skey.py \
+  tests/test_differential.py tests/test_tls_stitched.py
+.PHONY: test-release-cross
+test-release-cross:
+	$(MAKE) --no-print-directory BUILD=build/cross HAVE_IPSECMB= build-only
+	ACCELAES_RELEASE_CARRY=build/cross sh tools/release-root.sh $(RELEASE) sh -c \
+	  'make test-deps && ACCELAES_BUILD_DIR=build/cross python3 -m pytest -q -ra -p no:cacheprovider $(CROSS_TESTS)'
+
 # Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
 # build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
 # `make valgrind`: memcheck over a whole provider life, both engines (tests/test_valgrind.py).

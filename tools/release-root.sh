@@ -95,5 +95,11 @@ mkdir -p "$dst"
 find "$dst" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
 (cd "$here" && git ls-files -z -co --exclude-standard | xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
   tar --null --no-recursion -T - -cf -) | tar -C "$dst" -xf -
+# ACCELAES_RELEASE_CARRY: paths under build/ made here that go in too (make test-release-cross: a module built on
+# this host's OpenSSL, loaded by the root's)
+for c in ${ACCELAES_RELEASE_CARRY:-}; do
+  case $c in build/?*) ;; *) echo "release-root: ACCELAES_RELEASE_CARRY takes paths under build/ ($c)" >&2; exit 2 ;; esac
+  rm -rf "${dst:?}/$c" && mkdir -p "$dst/$c" && cp -a "$here/$c/." "$dst/$c/"
+done
 [ $# -gt 0 ] || set -- bash -l
 in_root sh -c 'cd /src/accelaes && exec "$@"' sh "$@"
