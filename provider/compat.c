@@ -30,6 +30,8 @@ static set_string_or_ptr_fn *set_string_or_ptr;
 typedef struct {
     OSSL_FUNC_cipher_newctx_fn *newctx;
     OSSL_FUNC_cipher_encrypt_init_fn *einit;
+    OSSL_FUNC_cipher_decrypt_init_fn *dinit;
+    OSSL_FUNC_cipher_final_fn *final;
     OSSL_FUNC_cipher_set_ctx_params_fn *set;
     OSSL_FUNC_cipher_get_ctx_params_fn *get;
     OSSL_FUNC_cipher_gettable_params_fn *gettable_params;
@@ -66,6 +68,12 @@ static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
             break;
         case OSSL_FUNC_CIPHER_ENCRYPT_INIT:
             f->einit = OSSL_FUNC_cipher_encrypt_init(d);
+            break;
+        case OSSL_FUNC_CIPHER_DECRYPT_INIT:
+            f->dinit = OSSL_FUNC_cipher_decrypt_init(d);
+            break;
+        case OSSL_FUNC_CIPHER_FINAL:
+            f->final = OSSL_FUNC_cipher_final(d);
             break;
         case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
             f->set = OSSL_FUNC_cipher_set_ctx_params(d);
@@ -173,6 +181,46 @@ static int iv_get_raises_nothing(OSSL_PROVIDER *prov)
     return quiet;
 }
 
+/* Does the default's AES-128-GCM raise anything on a decryption's final with no tag set? (-1:
+ * cannot tell) The sentinel as in iv_get_raises_nothing. */
+static int gcm_final_raises(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], iv[12];
+    unsigned char out[16];
+    size_t outl = 0;
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-GCM", &f) || f.dinit == NULL || f.final == NULL
+        || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.dinit(ctx, key, sizeof(key), iv, sizeof(iv), NULL)) {
+        ERR_raise(ERR_LIB_USER, 1);
+        r = !f.final(ctx, out, &outl, sizeof(out)) && ERR_peek_last_error() != ERR_PACK(ERR_LIB_USER, 0, 1);
+    }
+    f.freectx(ctx);
+    return r;
+}
+
+/* Does the default's AES-128-GCM, keyed for encryption with no IV, answer get-iv? (-1: cannot tell) */
+static int gcm_get_iv_generates(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16];
+    unsigned char iv[16];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, iv, sizeof(iv)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-GCM", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.einit(ctx, key, sizeof(key), NULL, 0, NULL))
+        r = f.get(ctx, p) == 1;
+    f.freectx(ctx);
+    return r;
+}
+
 static void find_set_string_or_ptr(void)
 {
     Dl_info info;
@@ -194,6 +242,7 @@ static void find_flags(void)
 {
     int since_3_5 = OpenSSL_version_num() >= 0x30500000L;
     int since_3_6 = OpenSSL_version_num() >= 0x30600000L;
+    int since_4_0 = OpenSSL_version_num() >= 0x40000000L;
     OSSL_LIB_CTX *lc;
     OSSL_PROVIDER *def = NULL;
 
@@ -211,6 +260,8 @@ static void find_flags(void)
     flags.mb_aad_checked = def != NULL ? or_release(mb_refuses_interleave_5(def), since_3_5) : since_3_5;
     flags.lists_etm = def != NULL ? or_release(lists_etm(def), since_3_6) : since_3_6;
     flags.iv_set_by_type = def != NULL ? or_release(iv_get_raises_nothing(def), since_3_6) : since_3_6;
+    flags.gcm_final_tag_not_set = def != NULL ? or_release(gcm_final_raises(def), since_4_0) : since_4_0;
+    flags.gcm_get_iv_generates = def != NULL ? or_release(gcm_get_iv_generates(def), since_4_0) : since_4_0;
     find_set_string_or_ptr();
     if (def != NULL)
         OSSL_PROVIDER_unload(def);

@@ -28,6 +28,11 @@ typedef struct {
      * public in 3.6), so an octet string raises no "param of incompatible type" from a failed pointer
      * set first. OpenSSL 3.6; 3.5 tries the pointer first (and 3.0 raises nothing for it). */
     int iv_set_by_type;
+    /* GCM: a decryption's final without a tag raises PROV's "tag not set" (before: fails silently),
+     * and get-iv on an encryption context with no IV yet makes the random IV and returns it
+     * (before: fails, nothing raised). OpenSSL 4.0. */
+    int gcm_final_tag_not_set;
+    int gcm_get_iv_generates;
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */
