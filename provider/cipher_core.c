@@ -334,12 +334,7 @@ bad:
  * stitched ciphers the string. */
 static int set_iv_param(const acc_cipher_ctx *c, OSSL_PARAM *p, const uint8_t *iv, size_t ivlen)
 {
-    if (acc_compat()->iv_param_by_type) /* OpenSSL 3.6: the caller's form only */
-        return p->data_type == OSSL_PARAM_OCTET_PTR ? OSSL_PARAM_set_octet_ptr(p, iv, ivlen)
-                                                    : OSSL_PARAM_set_octet_string(p, iv, ivlen);
-    if (c->kind->iv_string_first)
-        return OSSL_PARAM_set_octet_string(p, iv, ivlen) || OSSL_PARAM_set_octet_ptr(p, iv, ivlen);
-    return OSSL_PARAM_set_octet_ptr(p, iv, ivlen) || OSSL_PARAM_set_octet_string(p, iv, ivlen);
+    return acc_compat_set_iv(p, iv, ivlen, c->kind->iv_string_first);
 }
 
 /* A parameter whose meaning is the core's: 1 set, 0 could not be set, -1 not the core's. */

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include "provider/cipher_gcm.h"
+#include "provider/compat.h"
 #include "provider/names.h"
 #include "provider/prov.h"
 #include "provider/skey.h"
@@ -296,7 +297,7 @@ int acc_gcm_oneshot(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen, const uin
 }
 
 /* An encryption without an IV gets a random one of at least 96 bits, as the default's. */
-static int iv_generate(acc_gcm_ctx *g)
+int acc_gcm_iv_generate(acc_gcm_ctx *g)
 {
     if (g->ivlen < ACC_GCM_IV_DEFAULT || RAND_bytes_ex(g->base.prov->libctx, g->iv, g->ivlen, 0) <= 0)
         return 0;
@@ -317,7 +318,7 @@ static int gcm_cipher_internal(acc_gcm_ctx *g, unsigned char *out, size_t *padle
         return acc_gcm_tls_cipher(g, out, padlen, in, len);
     if (!g->key_set || g->iv_state == ACC_GCM_IV_FINISHED)
         goto err;
-    if (g->iv_state == ACC_GCM_IV_UNSET && (!g->base.enc || !iv_generate(g)))
+    if (g->iv_state == ACC_GCM_IV_UNSET && (!g->base.enc || !acc_gcm_iv_generate(g)))
         goto err;
     if (g->iv_state == ACC_GCM_IV_BUFFERED)
         acc_gcm_open(g);
@@ -326,8 +327,13 @@ static int gcm_cipher_internal(acc_gcm_ctx *g, unsigned char *out, size_t *padle
             goto err;
         olen = len;
     } else {
-        /* the tag must be set before a decryption can end */
-        if ((!g->base.enc && g->taglen == ACC_GCM_UNSET) || !msg_finish(g))
+        /* the tag must be set before a decryption can end (OpenSSL 4.0 says so: provider/compat.h) */
+        if (!g->base.enc && g->taglen == ACC_GCM_UNSET) {
+            if (acc_compat()->gcm_final_tag_not_set)
+                acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "a decryption ends only against a tag");
+            goto err;
+        }
+        if (!msg_finish(g))
             goto err;
         g->iv_state = ACC_GCM_IV_FINISHED;   /* the IV is not used again */
     }

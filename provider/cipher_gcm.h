@@ -49,6 +49,8 @@ typedef struct acc_gcm_ctx {
 /* cipher_gcm.c */
 /* Open a message with the current IV (the default's hw->setiv): no AAD, no data yet. */
 void acc_gcm_open(acc_gcm_ctx *g);
+/* A random IV for an encryption that was given none (1), as the default's; 0 if it cannot. */
+int acc_gcm_iv_generate(acc_gcm_ctx *g);
 /* A whole message in one go (the TLS record): AAD, data, then the tag written (encrypt) or
  * checked (decrypt, taglen 16). 1 done, 0 failed or the tag did not match. */
 int acc_gcm_oneshot(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen, const uint8_t *in, uint8_t *out,

@@ -140,14 +140,17 @@ static int failed_to_set(const OSSL_PARAM *p)
 /* IV and UPDATED_IV are the same bytes for GCM (the default answers both with its IV buffer). */
 static int get_iv(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
-    if (g->iv_state == ACC_GCM_IV_UNSET)
-        return 0;   /* no error raised, as the default */
+    /* no error raised, as the default; 4.0's makes an encryption's random IV here (compat.h) */
+    if (g->iv_state == ACC_GCM_IV_UNSET
+        && (!acc_compat()->gcm_get_iv_generates || g->tls_aad_len != ACC_GCM_UNSET || !g->base.enc
+            || !acc_gcm_iv_generate(g)))
+        return 0;
     if (g->ivlen > p->data_size) {
         acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, g->ivlen,
                   p->data_size);
         return 0;
     }
-    if (!OSSL_PARAM_set_octet_string(p, g->iv, g->ivlen) && !OSSL_PARAM_set_octet_ptr(p, &g->iv, g->ivlen))
+    if (!acc_compat_set_iv(p, g->iv, g->ivlen, 1))
         return failed_to_set(p);
     return 1;
 }

@@ -25,6 +25,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 typedef struct {
     OSSL_FUNC_cipher_newctx_fn *newctx;
     OSSL_FUNC_cipher_encrypt_init_fn *einit;
+    OSSL_FUNC_cipher_decrypt_init_fn *dinit;
+    OSSL_FUNC_cipher_final_fn *final;
     OSSL_FUNC_cipher_set_ctx_params_fn *set;
     OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable;
     OSSL_FUNC_cipher_settable_ctx_params_fn *settable;
@@ -65,6 +67,12 @@ static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
             break;
         case OSSL_FUNC_CIPHER_ENCRYPT_INIT:
             f->einit = OSSL_FUNC_cipher_encrypt_init(d);
+            break;
+        case OSSL_FUNC_CIPHER_DECRYPT_INIT:
+            f->dinit = OSSL_FUNC_cipher_decrypt_init(d);
+            break;
+        case OSSL_FUNC_CIPHER_FINAL:
+            f->final = OSSL_FUNC_cipher_final(d);
             break;
         case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
             f->set = OSSL_FUNC_cipher_set_ctx_params(d);
@@ -172,6 +180,46 @@ static int lists(OSSL_PROVIDER *prov, const char *cipher, int table, const char 
     return t == NULL ? -1 : OSSL_PARAM_locate_const(t, name) != NULL;
 }
 
+/* Does the default's AES-128-GCM raise anything on a decryption's final with no tag set? (-1:
+ * cannot tell) A sentinel error of our own shows whether anything came after it. */
+static int gcm_final_raises(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], iv[12];
+    unsigned char out[16];
+    size_t outl = 0;
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-GCM", &f) || f.dinit == NULL || f.final == NULL
+        || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.dinit(ctx, key, sizeof(key), iv, sizeof(iv), NULL)) {
+        ERR_raise(ERR_LIB_USER, 1);
+        r = !f.final(ctx, out, &outl, sizeof(out)) && ERR_peek_last_error() != ERR_PACK(ERR_LIB_USER, 0, 1);
+    }
+    f.freectx(ctx);
+    return r;
+}
+
+/* Does the default's AES-128-GCM, keyed for encryption with no IV, answer get-iv? (-1: cannot tell) */
+static int gcm_get_iv_generates(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16];
+    unsigned char iv[16];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, iv, sizeof(iv)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-GCM", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.einit(ctx, key, sizeof(key), NULL, 0, NULL))
+        r = f.get(ctx, p) == 1;
+    f.freectx(ctx);
+    return r;
+}
+
 /* The default's answer, or the release's where the default cannot be asked (-1) */
 static int ask(int answer, int by_release)
 {
@@ -186,6 +234,7 @@ static int negated(int answer)
 static void find_flags(void)
 {
     int since_3_5 = OpenSSL_version_num() >= 0x30500000L, since_3_6 = OpenSSL_version_num() >= 0x30600000L;
+    int since_4_0 = OpenSSL_version_num() >= 0x40000000L;
     OSSL_LIB_CTX *lc;
     OSSL_PROVIDER *def = NULL;
 
@@ -199,6 +248,8 @@ static void find_flags(void)
     flags.alg_encrypt_then_mac = ask(lists(def, "AES-128-CBC", GETTABLE, "encrypt-then-mac"), since_3_6);
     flags.stitched_lists_tls_version =
         ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
+    flags.gcm_final_tag_not_set = ask(gcm_final_raises(def), since_4_0);
+    flags.gcm_get_iv_generates = ask(gcm_get_iv_generates(def), since_4_0);
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);
@@ -209,4 +260,14 @@ const acc_compat_flags *acc_compat(void)
 {
     pthread_once(&once, find_flags);
     return &flags;
+}
+
+int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_first)
+{
+    if (acc_compat()->iv_param_by_type) /* OpenSSL 3.6: the caller's form only */
+        return p->data_type == OSSL_PARAM_OCTET_PTR ? OSSL_PARAM_set_octet_ptr(p, iv, len)
+                                                    : OSSL_PARAM_set_octet_string(p, iv, len);
+    if (string_first)
+        return OSSL_PARAM_set_octet_string(p, iv, len) || OSSL_PARAM_set_octet_ptr(p, iv, len);
+    return OSSL_PARAM_set_octet_ptr(p, iv, len) || OSSL_PARAM_set_octet_string(p, iv, len);
 }

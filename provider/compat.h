@@ -5,6 +5,9 @@
 #ifndef ACC_PROVIDER_COMPAT_H
 #define ACC_PROVIDER_COMPAT_H
 
+#include <stddef.h>
+#include <openssl/core.h>
+
 typedef struct {
     /* set_ctx_params refuses a num at or past the cipher's reported block size (16 for ECB and CBC,
      * 1 for CTR: only 0), with PROV's "failed to get parameter". OpenSSL 3.5.9 and 3.6 (the DES
@@ -29,9 +32,19 @@ typedef struct {
     /* The stitched ciphers list "tls-version" among their settable context parameters (3.0 and
      * 3.5.9); OpenSSL 3.6's list leaves it out (it still takes it). */
     int stitched_lists_tls_version;
+    /* GCM: a decryption's final without a tag raises PROV's "tag not set" (before: fails silently),
+     * and get-iv on an encryption context with no IV yet makes the random IV and returns it
+     * (before: fails, nothing raised). OpenSSL 4.0. */
+    int gcm_final_tag_not_set;
+    int gcm_get_iv_generates;
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */
 const acc_compat_flags *acc_compat(void);
+
+/* Sets get-iv / get-updated-iv as the running release's default does: by the parameter's type
+ * (3.6), else both forms in turn, the string first where string_first (the stitched ciphers) and
+ * the pointer first otherwise (where libcrypto raises for the form that does not fit: 3.2+). */
+int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_first);
 
 #endif

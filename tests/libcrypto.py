@@ -23,12 +23,28 @@ def module_libcrypto():
                          os.environ.get("ACCELAES_BUILD_DIR", "build"))
     module = os.path.join(os.environ.get("ACCELAES_TEST_MODULES", build), "accelaes.so")
     for elf in (module, shutil.which("openssl")):
-        if elf and os.path.exists(elf) and shutil.which("ldd"):
-            out = subprocess.run(["ldd", elf], capture_output=True, text=True).stdout
-            m = re.search(r"^\s*(libcrypto\.so\.\d+)\s", out, re.M)
-            if m:
-                return m.group(1)
+        if soname_of(elf):
+            return soname_of(elf)
     return "libcrypto.so.3"
+
+
+def soname_of(elf):
+    """The libcrypto soname a program or library links (ldd), or None."""
+    if not elf or not os.path.exists(elf) or not shutil.which("ldd"):
+        return None
+    out = subprocess.run(["ldd", elf], capture_output=True, text=True).stdout
+    m = re.search(r"^\s*(libcrypto\.so\.\d+)\s", out, re.M)
+    return m.group(1) if m else None
+
+
+def other_libcrypto(elf):
+    """Why accelaes.so cannot serve program elf, or None: elf links another libcrypto than the
+    module (sid carries OpenSSL 3.6's libcrypto.so.3 for its nginx, sshd and curl beside 4.0's
+    libcrypto.so.4), and a provider only loads into the libcrypto it was built for."""
+    theirs = soname_of(elf)
+    if theirs and theirs != LIBCRYPTO:
+        return f"{elf} links {theirs}, accelaes.so links {LIBCRYPTO}: the provider cannot load into it"
+    return None
 
 
 LIBCRYPTO = module_libcrypto()

@@ -27,6 +27,7 @@ import pytest
 # conftest: the build tree's module, accelaes-stat and conf/accelaes.cnf, or with ACCELAES_INSTALLED=1
 # the installed package's (MODULESDIR, /usr/bin, /usr/share/accelaes; no OPENSSL_MODULES).
 from conftest import CONF, MODULE, STAT_TOOL, stat_total
+from libcrypto import other_libcrypto
 SSHD, NGINX = "/usr/sbin/sshd", "/usr/sbin/nginx"
 SSH, SCP, KEYGEN = shutil.which("ssh"), shutil.which("scp"), shutil.which("ssh-keygen")
 CURL, OPENSSL = shutil.which("curl"), shutil.which("openssl")
@@ -104,6 +105,8 @@ def need(*programs):
     for prog, package in programs:
         if not prog or not os.path.exists(prog):
             pytest.skip(f"{prog or package + ' programs'} not installed (apt-get install {package})")
+        if other_libcrypto(prog):
+            pytest.skip(other_libcrypto(prog))
 
 
 def wait_for(cond, timeout, step=0.05):

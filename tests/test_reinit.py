@@ -38,7 +38,7 @@ def replay(cipher, steps):
         state = []
         if "ECB" not in cipher.name.upper():
             ok, params = ctx.get_params([("updated-iv", "octet", 16)])
-            state.append((ok, params.value(0)))
+            state.append((ok, generated_or(cipher, steps, params.value(0)) if ok else params.value(0)))
         state.append(ctx.num)
         evp.drain_errors()
         trace.append(("state", state))
@@ -85,6 +85,15 @@ def scenarios(name):
 
 SCENARIOS = list(scenarios("AES-128-CBC"))
 # GCM and XTS through the same scenarios (every update of DATA is >= 16 bytes: an XTS unit each)
+def generated_or(cipher, steps, iv):
+    """A GCM IV no step gave is a random one the cipher made (OpenSSL 4.0's GCM makes it when asked
+    for an encryption's IV before one is set): compared by its length, the bytes are its own."""
+    given = [step[3] for step in steps if step[0] == "init" and step[3] is not None]
+    if "GCM" in cipher.name.upper() and iv is not None and not any(g.startswith(iv) for g in given):
+        return ("generated", len(iv))
+    return iv
+
+
 NEW = ["AES-128-GCM", "AES-192-GCM", "AES-256-GCM", "AES-128-XTS", "AES-256-XTS"]
 
 

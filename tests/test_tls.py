@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # accelaes-stat and accelaes.cnf, and no OPENSSL_MODULES.
 from conftest import BUILD, CONF, INSTALLED, MODULE, SANITIZER, stat_total  # noqa: E402
 from conftest import STAT_TOOL as STAT  # noqa: E402
+from libcrypto import other_libcrypto  # noqa: E402
 OPENSSL = shutil.which("openssl") or "openssl"
 CURL = shutil.which("curl")
 SIZE = 8 << 20          # the served file
@@ -248,6 +249,8 @@ def test_python_ssl_client(site):
 @pytest.mark.skipif(SANITIZER == "asan", reason="curl deadlocks in its own setlocale() call with libasan preloaded "
                     "(outside this project), and without it cannot load the sanitized provider")
 def test_curl_client(site, tmp_path):
+    if other_libcrypto(CURL):
+        pytest.skip(other_libcrypto(CURL))
     out = tmp_path / "got.bin"
     before = stat_total(site["env"])
     p = subprocess.run([CURL, "-sS", "-v", "-k", "--tls-max", "1.2", "--ciphers", "AES128-SHA",
