@@ -231,8 +231,12 @@ void fz_op_get_params(fz_run *R, fz_slot *s)
     ok_d = fz_get_params(&s->c[FZ_DEF], d.p);
     ERR_clear_error();
     ok_a = fz_get_params(&s->c[FZ_ACC], a.p);
-    if (ok_d != ok_a)
+    if (ok_d != ok_a) {
+        for (size_t i = 0; d.p[i].key != NULL; i++)   /* what was asked, for the report */
+            fprintf(stderr, "  get-params [%zu] '%s' type %u size %zu\n", i, d.p[i].key, d.p[i].data_type,
+                    d.p[i].data_size);
         fz_diverge(R, "get-params: default %d, accelaes %d", ok_d, ok_a);
+    }
     if (ok_a)
         compare_got(R, &d, &a);
     ERR_clear_error();      /* a refused request changes nothing: no rebuild */

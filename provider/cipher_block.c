@@ -42,6 +42,8 @@ int acc_block_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 
     if (params == NULL)
         return 1;
+    if (!acc_compat_unrepeated(params, acc_block_settable_ctx_params(vctx, NULL)))
+        return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_PADDING)) != NULL) {
         if (!OSSL_PARAM_get_uint(p, &u))
             goto bad;

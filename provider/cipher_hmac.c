@@ -120,6 +120,8 @@ static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 
     if (params == NULL)
         return 1;
+    if (!acc_compat_unrepeated(params, hmac_settable_ctx_params(vctx, NULL)))
+        return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_MAC_KEY)) != NULL) {
         if (p->data_type != OSSL_PARAM_OCTET_STRING) {
             acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s must be an octet string", p->key);

@@ -220,6 +220,23 @@ static int gcm_get_iv_generates(OSSL_PROVIDER *prov)
     return r;
 }
 
+/* Does the default's AES-128-ECB refuse a get of updated-iv asked twice? (-1: cannot tell) */
+static int refuses_repeated(OSSL_PROVIDER *prov)
+{
+    unsigned char a[16], b[16];
+    OSSL_PARAM p[3] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, a, sizeof(a)),
+                        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, b, sizeof(b)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r;
+
+    if (!find_cipher(prov, "AES-128-ECB", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    r = !f.get(ctx, p);
+    f.freectx(ctx);
+    return r;
+}
+
 /* The default's answer, or the release's where the default cannot be asked (-1) */
 static int ask(int answer, int by_release)
 {
@@ -250,6 +267,7 @@ static void find_flags(void)
         ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
     flags.gcm_final_tag_not_set = ask(gcm_final_raises(def), since_4_0);
     flags.gcm_get_iv_generates = ask(gcm_get_iv_generates(def), since_4_0);
+    flags.repeated_param_refused = ask(refuses_repeated(def), since_3_6);
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);
@@ -270,4 +288,54 @@ int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_firs
     if (string_first)
         return OSSL_PARAM_set_octet_string(p, iv, len) || OSSL_PARAM_set_octet_ptr(p, iv, len);
     return OSSL_PARAM_set_octet_ptr(p, iv, len) || OSSL_PARAM_set_octet_string(p, iv, len);
+}
+
+#ifndef PROV_R_REPEATED_PARAMETER
+#define PROV_R_REPEATED_PARAMETER 252 /* include/openssl/proverr.h from 3.6 */
+#endif
+
+/* The key at the first place of params that repeats an earlier one that is_known says is the
+ * cipher's (where the default's decoder, walking in order, stops), or NULL */
+static const char *repeated(const OSSL_PARAM params[], int (*is_known)(const char *, const void *), const void *arg)
+{
+    for (size_t j = 1; params[j].key != NULL; j++)
+        for (size_t i = 0; i < j; i++)
+            if (strcmp(params[i].key, params[j].key) == 0 && is_known(params[j].key, arg))
+                return params[j].key;
+    return NULL;
+}
+
+static int in_table(const char *key, const void *arg)
+{
+    return OSSL_PARAM_locate_const(arg, key) != NULL;
+}
+
+static int in_keys(const char *key, const void *arg)
+{
+    for (const char *const *k = arg; *k != NULL; k++)
+        if (strcmp(*k, key) == 0)
+            return 1;
+    return 0;
+}
+
+static int unrepeated(const OSSL_PARAM params[], int (*is_known)(const char *, const void *), const void *arg)
+{
+    const char *key;
+
+    if (params == NULL || params[0].key == NULL || params[1].key == NULL || !acc_compat()->repeated_param_refused)
+        return 1;
+    if ((key = repeated(params, is_known, arg)) == NULL)
+        return 1;
+    ERR_raise_data(ERR_LIB_PROV, PROV_R_REPEATED_PARAMETER, "param %s is repeated", key);
+    return 0;
+}
+
+int acc_compat_unrepeated(const OSSL_PARAM params[], const OSSL_PARAM *known)
+{
+    return known == NULL || unrepeated(params, in_table, known);
+}
+
+int acc_compat_unrepeated_keys(const OSSL_PARAM params[], const char *const keys[])
+{
+    return unrepeated(params, in_keys, keys);
 }

@@ -37,6 +37,10 @@ typedef struct {
      * (before: fails, nothing raised). OpenSSL 4.0. */
     int gcm_final_tag_not_set;
     int gcm_get_iv_generates;
+    /* get/set_ctx_params refuse a request that names one of the cipher's known parameters twice,
+     * with PROV's "repeated parameter" ("param %s is repeated"), before reading or writing any.
+     * OpenSSL 3.6 (generated parameter decoders); before, the first of the two is used. */
+    int repeated_param_refused;
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */
@@ -46,5 +50,10 @@ const acc_compat_flags *acc_compat(void);
  * (3.6), else both forms in turn, the string first where string_first (the stitched ciphers) and
  * the pointer first otherwise (where libcrypto raises for the form that does not fit: 3.2+). */
 int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_first);
+
+/* 1 if params may go on; 0, raised as the running release's default does, where it names a key of
+ * known (a parameter table) or of keys (NULL-ended) twice (repeated_param_refused). */
+int acc_compat_unrepeated(const OSSL_PARAM params[], const OSSL_PARAM *known);
+int acc_compat_unrepeated_keys(const OSSL_PARAM params[], const char *const keys[]);
 
 #endif
