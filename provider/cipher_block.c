@@ -42,7 +42,7 @@ int acc_block_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 
     if (params == NULL)
         return 1;
-    if (!acc_compat_unrepeated(params, acc_block_settable_ctx_params(vctx, NULL)))
+    if (!acc_compat_unrepeated(params, acc_block_settable_ctx_params(vctx, NULL), ACC_DECODER_COMMON))
         return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_PADDING)) != NULL) {
         if (!OSSL_PARAM_get_uint(p, &u))

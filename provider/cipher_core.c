@@ -365,7 +365,7 @@ int acc_cipher_get_ctx_params(acc_cipher_ctx *c, OSSL_PARAM params[], const char
 
     if (params == NULL)
         return 1;
-    if (!c->kind->params_hand_decoded && !acc_compat_unrepeated_keys(params, order))
+    if (!acc_compat_unrepeated_keys(params, order, c->kind->param_decoder))
         return 0;
     for (size_t i = 0; order[i] != NULL; i++) {
         if ((p = OSSL_PARAM_locate(params, order[i])) == NULL)

@@ -29,8 +29,7 @@ typedef struct acc_cipher_kind {
     int dup_raises;             /* a failed dupctx raises a malloc error (the default's plain AES does) */
     int iv_string_first;        /* get iv / updated-iv tries the octet string before the pointer
                                    (the default's stitched ciphers do; cipher_core.c) */
-    int params_hand_decoded;    /* the default's get/set_ctx_params for this kind are written by hand, not
-                                 * generated: no "repeated parameter" refusal on 3.6 (compat.h) */
+    int param_decoder;          /* whose get/set decoder the default's is (enum acc_param_decoder, compat.h) */
     void (*on_new)(struct acc_cipher_ctx *c);
     /* a new key was given: state that goes with the old key goes (before the schedule is made) */
     void (*on_key)(struct acc_cipher_ctx *c);

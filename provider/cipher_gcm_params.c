@@ -244,7 +244,7 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
             return get_tag(g, params);
         return (i = get_find(params[0].key)) == NGETS || gets[i].get(g, params);
     }
-    if (!acc_compat_unrepeated(params, acc_gcm_gettable_ctx_params(vctx, NULL)))
+    if (!acc_compat_unrepeated(params, acc_gcm_gettable_ctx_params(vctx, NULL), ACC_DECODER_COMMON))
         return 0;
     for (i = 0; i < NGETS; i++)
         if ((p = OSSL_PARAM_locate(params, gets[i].key)) != NULL && !gets[i].get(g, p))
@@ -352,7 +352,7 @@ int acc_gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
                 return sets[i].set(g, params);
         return 1;
     }
-    if (!acc_compat_unrepeated(params, acc_gcm_settable_ctx_params(vctx, NULL)))
+    if (!acc_compat_unrepeated(params, acc_gcm_settable_ctx_params(vctx, NULL), ACC_DECODER_COMMON))
         return 0;
     for (i = 0; i < NSETS; i++)
         if ((p = OSSL_PARAM_locate_const(params, sets[i].key)) != NULL && !sets[i].set(g, p))

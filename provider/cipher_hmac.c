@@ -120,6 +120,8 @@ static int hmac_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 
     if (params == NULL)
         return 1;
+    if (!acc_compat_unrepeated(params, hmac_settable_ctx_params(vctx, NULL), ACC_DECODER_STITCHED))
+        return 0;
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_MAC_KEY)) != NULL) {
         if (p->data_type != OSSL_PARAM_OCTET_STRING) {
             acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "%s must be an octet string", p->key);
@@ -321,7 +323,7 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
 #define ACC_HMAC_FUNCTIONS(kbits, sha)                                                         \
     static const acc_hmac_kind aes##kbits##_##sha##_kind = {                                    \
         { .mode = ACC_MODE_CBC, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_hmac_ctx),         \
-          .aead = 1, .tls1_multiblock = 1, .iv_string_first = 1, .params_hand_decoded = 1, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
+          .aead = 1, .tls1_multiblock = 1, .iv_string_first = 1, .param_decoder = ACC_DECODER_STITCHED, .on_new = hmac_on_new, .on_key = hmac_on_key,         \
           .set_ctx_params = hmac_set_ctx_params },                                               \
         &acc_hmac_##sha                                                                          \
     };                                                                                          \

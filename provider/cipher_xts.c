@@ -7,6 +7,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/params.h>
+#include "provider/compat.h"
 #include "provider/algs.h"
 #include "provider/cipher_block.h"
 #include "provider/names.h"
@@ -46,14 +47,18 @@ static void xts_on_free(acc_cipher_ctx *c)
 
 /* ======================== Parameters ======================== */
 
-/* The key length cannot change: another value is refused with no error, as by the default. Its
- * set is written by hand in 3.6 too: a repeated parameter is not refused (compat.h). */
+static const OSSL_PARAM *xts_settable_ctx_params(void *vctx, void *provctx);
+
+/* The key length cannot change: another value is refused with no error, as by the default. A
+ * repeated parameter is refused from 4.0 (3.6's XTS set is written by hand: compat.h). */
 static int xts_set_ctx_params(void *vctx, const OSSL_PARAM params[])
 {
     acc_cipher_ctx *c = vctx;
     const OSSL_PARAM *p;
     size_t keylen;
 
+    if (!acc_compat_unrepeated(params, xts_settable_ctx_params(vctx, NULL), ACC_DECODER_XTS_SET))
+        return 0;
     if (params == NULL || (p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_KEYLEN)) == NULL)
         return 1;
     if (!OSSL_PARAM_get_size_t(p, &keylen)) {

@@ -220,19 +220,19 @@ static int gcm_get_iv_generates(OSSL_PROVIDER *prov)
     return r;
 }
 
-/* Does the default's AES-128-ECB refuse a get of updated-iv asked twice? (-1: cannot tell) */
-static int refuses_repeated(OSSL_PROVIDER *prov)
+/* Does the default's cipher refuse a get (or a set, of value) of key asked twice? (-1: cannot tell) */
+static int refuses_repeated(OSSL_PROVIDER *prov, const char *cipher, int set, const char *key, size_t value)
 {
-    unsigned char a[16], b[16];
-    OSSL_PARAM p[3] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, a, sizeof(a)),
-                        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, b, sizeof(b)), OSSL_PARAM_END };
+    size_t a = value, b = value;
+    OSSL_PARAM p[3] = { OSSL_PARAM_size_t(key, &a), OSSL_PARAM_size_t(key, &b), OSSL_PARAM_END };
     cipher_fns f;
     void *ctx;
-    int r;
+    int r = -1;
 
-    if (!find_cipher(prov, "AES-128-ECB", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+    if (!find_cipher(prov, cipher, &f) || (set ? f.set == NULL : f.get == NULL)
+        || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
-    r = !f.get(ctx, p);
+    r = set ? !f.set(ctx, p) : !f.get(ctx, p);
     f.freectx(ctx);
     return r;
 }
@@ -267,7 +267,12 @@ static void find_flags(void)
         ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
     flags.gcm_final_tag_not_set = ask(gcm_final_raises(def), since_4_0);
     flags.gcm_get_iv_generates = ask(gcm_get_iv_generates(def), since_4_0);
-    flags.repeated_param_refused = ask(refuses_repeated(def), since_3_6);
+    flags.repeated_param_refused[ACC_DECODER_COMMON] =
+        ask(refuses_repeated(def, "AES-128-ECB", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_3_6);
+    flags.repeated_param_refused[ACC_DECODER_STITCHED] =
+        ask(refuses_repeated(def, "AES-128-CBC-HMAC-SHA1", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_4_0);
+    flags.repeated_param_refused[ACC_DECODER_XTS_SET] =
+        ask(refuses_repeated(def, "AES-128-XTS", 1, OSSL_CIPHER_PARAM_KEYLEN, 32), since_4_0);
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);
@@ -318,11 +323,13 @@ static int in_keys(const char *key, const void *arg)
     return 0;
 }
 
-static int unrepeated(const OSSL_PARAM params[], int (*is_known)(const char *, const void *), const void *arg)
+static int unrepeated(const OSSL_PARAM params[], int (*is_known)(const char *, const void *), const void *arg,
+                      int decoder)
 {
     const char *key;
 
-    if (params == NULL || params[0].key == NULL || params[1].key == NULL || !acc_compat()->repeated_param_refused)
+    if (params == NULL || params[0].key == NULL || params[1].key == NULL
+        || !acc_compat()->repeated_param_refused[decoder])
         return 1;
     if ((key = repeated(params, is_known, arg)) == NULL)
         return 1;
@@ -330,12 +337,12 @@ static int unrepeated(const OSSL_PARAM params[], int (*is_known)(const char *, c
     return 0;
 }
 
-int acc_compat_unrepeated(const OSSL_PARAM params[], const OSSL_PARAM *known)
+int acc_compat_unrepeated(const OSSL_PARAM params[], const OSSL_PARAM *known, int decoder)
 {
-    return known == NULL || unrepeated(params, in_table, known);
+    return known == NULL || unrepeated(params, in_table, known, decoder);
 }
 
-int acc_compat_unrepeated_keys(const OSSL_PARAM params[], const char *const keys[])
+int acc_compat_unrepeated_keys(const OSSL_PARAM params[], const char *const keys[], int decoder)
 {
-    return unrepeated(params, in_keys, keys);
+    return unrepeated(params, in_keys, keys, decoder);
 }

@@ -38,9 +38,10 @@ typedef struct {
     int gcm_final_tag_not_set;
     int gcm_get_iv_generates;
     /* get/set_ctx_params refuse a request that names one of the cipher's known parameters twice,
-     * with PROV's "repeated parameter" ("param %s is repeated"), before reading or writing any.
-     * OpenSSL 3.6 (generated parameter decoders); before, the first of the two is used. */
-    int repeated_param_refused;
+     * with PROV's "repeated parameter" ("param %s is repeated"), before reading or writing any, per
+     * decoder (acc_param_decoder): the plain modes' and GCM's from OpenSSL 3.6 (generated decoders),
+     * the stitched ciphers' and XTS's set from 4.0 (hand-written in 3.6); before, the first is used. */
+    int repeated_param_refused[3];
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */
@@ -51,9 +52,12 @@ const acc_compat_flags *acc_compat(void);
  * the pointer first otherwise (where libcrypto raises for the form that does not fit: 3.2+). */
 int acc_compat_set_iv(OSSL_PARAM *p, const void *iv, size_t len, int string_first);
 
+/* Whose parameter decoder a get/set mirrors (the releases changed them one group at a time) */
+enum acc_param_decoder { ACC_DECODER_COMMON, ACC_DECODER_STITCHED, ACC_DECODER_XTS_SET };
+
 /* 1 if params may go on; 0, raised as the running release's default does, where it names a key of
  * known (a parameter table) or of keys (NULL-ended) twice (repeated_param_refused). */
-int acc_compat_unrepeated(const OSSL_PARAM params[], const OSSL_PARAM *known);
-int acc_compat_unrepeated_keys(const OSSL_PARAM params[], const char *const keys[]);
+int acc_compat_unrepeated(const OSSL_PARAM params[], const OSSL_PARAM *known, int decoder);
+int acc_compat_unrepeated_keys(const OSSL_PARAM params[], const char *const keys[], int decoder);
 
 #endif
