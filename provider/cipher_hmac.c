@@ -237,14 +237,28 @@ static const OSSL_PARAM *hmac_gettable_ctx_params(void *vctx, void *provctx)
         OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL)
 
 /* The running release's list (provider/compat.h): OpenSSL 3.6's leaves out tls-version, which
- * it (and accelaes) still takes. */
+ * it (and accelaes) still takes; 4.0's lists the multiblock parameters first. */
 static const OSSL_PARAM *hmac_settable_ctx_params(void *vctx, void *provctx)
 {
     static const OSSL_PARAM known[] = { HMAC_SETTABLE, OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
                                         OSSL_PARAM_END };
     static const OSSL_PARAM known_3_6[] = { HMAC_SETTABLE, OSSL_PARAM_END };
+    static const OSSL_PARAM known_4_0[] = {
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_AAD, NULL, 0),
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_INTERLEAVE, NULL),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_ENC_IN, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_MAC_KEY, NULL, 0),
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL),
+        OSSL_PARAM_uint(OSSL_CIPHER_PARAM_TLS_VERSION, NULL),
+        OSSL_PARAM_END
+    };
 
     (void)vctx; (void)provctx;
+    if (acc_compat()->stitched_settable_multiblock_first)
+        return known_4_0;
     return acc_compat()->stitched_lists_tls_version ? known : known_3_6;
 }
 

@@ -163,8 +163,8 @@ static int iv_tries_pointer_first(OSSL_PROVIDER *prov)
 
 enum { GETTABLE, GETTABLE_CTX, SETTABLE_CTX };
 
-/* Is name in one of the default's cipher's parameter tables? (-1: cannot tell) */
-static int lists(OSSL_PROVIDER *prov, const char *cipher, int table, const char *name)
+/* Is name in one of the default's cipher's parameter tables (first: its first entry)? (-1: cannot tell) */
+static int lists_at(OSSL_PROVIDER *prov, const char *cipher, int table, const char *name, int first)
 {
     cipher_fns f;
     const OSSL_PARAM *t = NULL;
@@ -177,7 +177,14 @@ static int lists(OSSL_PROVIDER *prov, const char *cipher, int table, const char 
         t = f.gettable(NULL, f.provctx);
     else if (table == SETTABLE_CTX && f.settable != NULL)
         t = f.settable(NULL, f.provctx);
-    return t == NULL ? -1 : OSSL_PARAM_locate_const(t, name) != NULL;
+    if (t == NULL)
+        return -1;
+    return first ? t[0].key != NULL && strcmp(t[0].key, name) == 0 : OSSL_PARAM_locate_const(t, name) != NULL;
+}
+
+static int lists(OSSL_PROVIDER *prov, const char *cipher, int table, const char *name)
+{
+    return lists_at(prov, cipher, table, name, 0);
 }
 
 /* Does the default's AES-128-GCM raise anything on a decryption's final with no tag set? (-1:
@@ -265,6 +272,9 @@ static void find_flags(void)
     flags.alg_encrypt_then_mac = ask(lists(def, "AES-128-CBC", GETTABLE, "encrypt-then-mac"), since_3_6);
     flags.stitched_lists_tls_version =
         ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
+    flags.stitched_settable_multiblock_first = ask(
+        lists_at(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, 1),
+        since_4_0);
     flags.gcm_final_tag_not_set = ask(gcm_final_raises(def), since_4_0);
     flags.gcm_get_iv_generates = ask(gcm_get_iv_generates(def), since_4_0);
     flags.repeated_param_refused[ACC_DECODER_COMMON] =

@@ -32,6 +32,9 @@ typedef struct {
     /* The stitched ciphers list "tls-version" among their settable context parameters (3.0 and
      * 3.5.9); OpenSSL 3.6's list leaves it out (it still takes it). */
     int stitched_lists_tls_version;
+    /* The stitched ciphers' settable list puts the five multiblock parameters first (then mac key,
+     * TLS AAD, key length, TLS version). OpenSSL 4.0. */
+    int stitched_settable_multiblock_first;
     /* GCM: a decryption's final without a tag raises PROV's "tag not set" (before: fails silently),
      * and get-iv on an encryption context with no IV yet makes the random IV and returns it
      * (before: fails, nothing raised). OpenSSL 4.0. */
