@@ -233,7 +233,8 @@ def test_skey_shared_across_contexts_and_threads(conf_env):
     assert done >= report["skey_bytes"], f"accelaes-stat counted {done} bytes, the skey work was {report['skey_bytes']}"
 
 
-MISUSE = r'''
+# The ctypes set-up the child scripts below share.
+SKEY_CALLS = r'''
 import ctypes
 from ctypes import c_void_p, c_char_p, c_int, c_size_t
 from libcrypto import _lib as L
@@ -244,6 +245,9 @@ skey_import = proto("EVP_SKEY_import_raw_key", c_void_p, [c_void_p, c_char_p, c_
 init_skey = proto("EVP_CipherInit_SKEY", c_int, [c_void_p, c_void_p, c_void_p, c_char_p, c_size_t, c_int, c_void_p])
 fetch = proto("EVP_CIPHER_fetch", c_void_p, [c_void_p, c_char_p, c_char_p])
 ctx_new = proto("EVP_CIPHER_CTX_new", c_void_p, [])
+'''
+
+MISUSE = SKEY_CALLS + r'''
 out = {}
 for prov in ("default", "accelaes"):
     q = f"provider={prov}".encode()
@@ -277,17 +281,7 @@ def test_skey_schedule_made_once_and_shared(openssl_env):
     run_c_test("test_skey_share", openssl_env)
 
 
-INIT_ANY = r'''
-import ctypes
-from ctypes import c_void_p, c_char_p, c_int, c_size_t
-from libcrypto import _lib as L
-import libcrypto
-def proto(name, res, args):
-    f = getattr(L, name); f.restype = res; f.argtypes = args; return f
-skey_import = proto("EVP_SKEY_import_raw_key", c_void_p, [c_void_p, c_char_p, c_char_p, c_size_t, c_char_p])
-init_skey = proto("EVP_CipherInit_SKEY", c_int, [c_void_p, c_void_p, c_void_p, c_char_p, c_size_t, c_int, c_void_p])
-fetch = proto("EVP_CIPHER_fetch", c_void_p, [c_void_p, c_char_p, c_char_p])
-ctx_new = proto("EVP_CIPHER_CTX_new", c_void_p, [])
+INIT_ANY = SKEY_CALLS + r'''
 key = skey_import(None, b"AES", b"k" * 16, 16, None)
 out = {}
 for name in NAMES:
