@@ -189,14 +189,21 @@ data = os.urandom(n)
 src, dst = evp.Mem(n), evp.Mem(n + 32)       # filled and faulted in before the clock starts
 src.write(data)
 t, x = evp.CipherCtx(a, key, iv, 1, padding=False), evp.CipherCtx(r, key, iv, 1, padding=False)
-ratios, same = [], True
-for _ in range(3):
+def timed(fn):
     c0, w0 = time.process_time(), time.monotonic()
-    okc, outl = t.raw_update(dst.at(), src.at(), n)
+    out = fn()
     c1, w1 = time.process_time(), time.monotonic()
-    ratios.append((c1 - c0) / max(w1 - w0, 1e-9))
-    same = same and okc and dst.read(outl) == x.update(data)
-emit({"same": same, "ratio": max(ratios)})   # the largest: every run must have slept
+    return out, (c1 - c0) / max(w1 - w0, 1e-9)
+ratios, refs, same = [], [], True
+for _ in range(3):
+    (okc, outl), ratio = timed(lambda: t.raw_update(dst.at(), src.at(), n))
+    want, ref = timed(lambda: x.update(data))      # the default provider: a caller that works
+    ratios.append(ratio)
+    refs.append(ref)
+    same = same and okc and dst.read(outl) == want
+# The largest of each: every run must have slept; the reference is what this machine's load lets a
+# working caller reach right now (on a busy machine it is well below 1).
+emit({"same": same, "ratio": max(ratios), "ref": max(refs)})
 """
 
 
@@ -210,13 +217,17 @@ def test_gpu_waits_block(require_provider, device):
                                           "ACCELAES_FAKEGPU_DEVICE_THREADS": "1"})
     assert rc == 0 and res and res[-1]["same"], err[-2000:]
     assert stat["gpu_bytes"] == 3 * (64 << 20), stat
-    ratio = res[-1]["ratio"]
-    print(f"{device}: caller CPU / wall = {ratio:.3f}")
+    ratio, ref = res[-1]["ratio"], res[-1]["ref"]
+    print(f"{device}: caller CPU / wall = {ratio:.3f}; the default provider's in the same run {ref:.3f}")
+    # Relative to a caller that works, measured in the same child: no absolute bound, which a loaded
+    # machine (CI, other tests) would break.
     if device == "process":
-        assert ratio < 0.3, f"the caller spent {ratio:.2f} of the wall time on the CPU while the device worked"
+        assert ratio < 0.5 * ref, f"the caller spent {ratio:.2f} of the wall time on the CPU while the device " \
+                                  f"worked (a working caller: {ref:.2f})"
     else:
         # the same bound the other way: the measurement tells a caller that works from one that sleeps
-        assert ratio >= 0.3, f"the in-process fake ran on the caller's CPU, yet the ratio is {ratio:.2f}"
+        assert ratio >= 0.5 * ref, f"the in-process fake ran on the caller's CPU, yet the ratio is {ratio:.2f} " \
+                                   f"(a working caller: {ref:.2f})"
 
 
 # gpu_min on auto (backend=cuda, no ACCELAES_GPU_MIN): the calibration picks by CPU-seconds. The device
