@@ -218,6 +218,13 @@ valgrind: all test-deps
 speed: all
 	@sh bench/speed.sh
 
+# `make speed-releases [RELEASES="bookworm trixie forky sid-exp"]`: accelaes / each release's own default in
+# thread CPU time (bench/releases_cpu.sh), here and in the roots of tools/release-root.sh.
+RELEASES ?= bookworm trixie forky sid-exp
+.PHONY: speed-releases
+speed-releases: all
+	@sh bench/releases_cpu.sh $(RELEASES)
+
 # `make bench`: the whole benchmark (bench/run.py; BENCH_ARGS=--quick for the ~5 minute version).
 # bench/*.c are comparison programs and load generators: `make build/bench/NAME` builds any of them;
 # make bench builds the two that bench/run.py runs.
