@@ -112,3 +112,34 @@ def test_cryptography_with_legacy_under_the_one_program_conf(shm):
     counted = stat_total(env) - before
     print(f"one-program conf: {p.stdout.split()} ; accelaes counted {counted} bytes")
     assert counted >= AES_BYTES, f"accelaes counted {counted} bytes of the {AES_BYTES} AES bytes"
+
+
+def registered_ciphers():
+    """The cipher names accelaes registers, as the running OpenSSL lists them (one canonical AES-... name each)."""
+    openssl = shutil.which("openssl")
+    if openssl is None or not (BUILD / "accelaes.so").exists():
+        pytest.skip("needs the openssl command and build/accelaes.so")
+    env = {k: v for k, v in os.environ.items() if k != "OPENSSL_CONF"}
+    env["OPENSSL_MODULES"] = str(BUILD)
+    p = subprocess.run([openssl, "list", "-cipher-algorithms", "-provider", "accelaes"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    names = set()
+    for line in p.stdout.splitlines():
+        if not line.rstrip().endswith("@ accelaes"):
+            continue
+        aliases = re.findall(r"[A-Za-z0-9.-]+", line.split("@")[0])
+        names.add(next(a.upper() for a in aliases if re.match(r"(?i)^aes-\d+-", a)))
+    return names
+
+
+def test_docs_list_what_the_configuration_routes(repo_root):
+    """docs/transparent-offload.md's list of what the configuration takes from accelaes is exactly the ciphers the
+    provider registers (the configuration prefers accelaes for all of them: ?provider=accelaes)."""
+    text = (repo_root / "docs" / "transparent-offload.md").read_text()
+    m = re.search(r"<!-- routed.*?-->(.*?)<!-- /routed -->", text, re.S)
+    assert m, "docs/transparent-offload.md has no <!-- routed --> list"
+    documented = set(re.findall(r"`(AES-[0-9A-Z-]+)`", m.group(1)))
+    registered = registered_ciphers()
+    assert documented == registered, (f"documented, not registered: {sorted(documented - registered)}; "
+                                      f"registered, not documented: {sorted(registered - documented)}")
