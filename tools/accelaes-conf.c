@@ -48,7 +48,8 @@ static void usage(FILE *f)
           "`openssl version -d`/openssl.cnf). PATH: an absolute accelaes.so for the snippet (by default\n"
           "OpenSSL looks in $OPENSSL_MODULES, else in MODULESDIR, `openssl version -m`).\n"
           "Node.js reads only its nodejs_conf section unless started with --openssl-shared-config\n"
-          "(docs/transparent-offload.md).\n", f);
+          "(docs/transparent-offload.md).\n",
+          f);
 }
 
 static int open_target(const char *file, target *tg)
@@ -268,8 +269,7 @@ static int cmd_program(const char *module)
     if ((back = ct_parse("(generated)", text, strlen(text))) == NULL || ct_plan_check(empty, back, &p) != 0)
         goto out;
     if (access(p.module, R_OK) != 0)
-        fprintf(stderr, "accelaes-conf: note: %s: %s (the configuration names it anyway)\n", p.module,
-                strerror(errno));
+        fprintf(stderr, "accelaes-conf: note: %s: %s (the configuration names it anyway)\n", p.module, strerror(errno));
     fputs(text, stdout);
     rc = 0;
 out:
@@ -308,8 +308,9 @@ int main(int argc, char **argv)
         else
             return ct_fail("unknown or incomplete argument '%s' (accelaes-conf --help)", a), EXIT_USAGE;
     }
-    if (module != NULL && (module[0] != '/' || (strcmp(cmd, "snippet") != 0 && strcmp(cmd, "enable") != 0
-                                                && strcmp(cmd, "program") != 0)))
+    if (module != NULL
+        && (module[0] != '/'
+            || (strcmp(cmd, "snippet") != 0 && strcmp(cmd, "enable") != 0 && strcmp(cmd, "program") != 0)))
         return ct_fail("--module takes an absolute path, with program, snippet or enable only"), EXIT_USAGE;
     if (system != NULL && system[0] == '\0')
         return ct_fail("--system takes a file name"), EXIT_USAGE;
@@ -318,7 +319,7 @@ int main(int argc, char **argv)
     OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
     char *file = system != NULL ? OPENSSL_strdup(system) : CONF_get1_default_config_file();
     int rc = EXIT_USAGE;
-    if (strcmp(cmd, "program") == 0)   /* reads no configuration file */
+    if (strcmp(cmd, "program") == 0) /* reads no configuration file */
         rc = system != NULL ? (ct_fail("program takes no --system"), EXIT_USAGE) : cmd_program(module);
     else if (file == NULL) {
         ct_fail("no configuration file name (OPENSSL_CONF or OpenSSL's default)");

@@ -38,7 +38,7 @@
 
 typedef struct opts {
     int json, watch, all_users, one_user;
-    uid_t user;              /* --user: the owner the table must have (and its name without ACCELAES_SHM_NAME) */
+    uid_t user; /* --user: the owner the table must have (and its name without ACCELAES_SHM_NAME) */
 } opts;
 
 static DIR *shm_dir;         /* /dev/shm, opened once; NULL when there is none */
@@ -67,8 +67,10 @@ static void wrong_owner(snapshot *s, uid_t owner)
     stat_who(owner, who, sizeof(who));
     stat_who(s->uid, want, sizeof(want));
     if (s->named)
-        set_error(s, UNUSABLE, "owned by another user: %s, not %s (to read it as that user's table: "
-                  "--user %u with this ACCELAES_SHM_NAME)", who, want, (unsigned)owner);
+        set_error(s, UNUSABLE,
+                  "owned by another user: %s, not %s (to read it as that user's table: "
+                  "--user %u with this ACCELAES_SHM_NAME)",
+                  who, want, (unsigned)owner);
     else
         set_error(s, UNUSABLE, "owned by another user: %s, not %s as its name says", who, want);
 }
@@ -92,9 +94,11 @@ static int check_file(int fd, snapshot *s)
 
 static void open_error(snapshot *s, int err)
 {
-    if (err == ENOENT) {     /* absent: no traffic counted here, or the wrong name or user: the caller decides */
-        set_error(s, ABSENT, "no segment at this name (no accelaes process of uid %u has used it yet, or they "
-                  "run with shm=off or another ACCELAES_SHM_NAME)", (unsigned)s->uid);
+    if (err == ENOENT) { /* absent: no traffic counted here, or the wrong name or user: the caller decides */
+        set_error(s, ABSENT,
+                  "no segment at this name (no accelaes process of uid %u has used it yet, or they "
+                  "run with shm=off or another ACCELAES_SHM_NAME)",
+                  (unsigned)s->uid);
         return;
     }
     s->exists = 1;
@@ -209,7 +213,7 @@ static int show_one(FILE *out, const opts *o, snapshot *s)
     if (o->json) {
         stat_print_json(out, s);
         fputc('\n', out);
-    } else if (s->refused == READ_OK || o->watch)   /* else the reason goes to stderr alone */
+    } else if (s->refused == READ_OK || o->watch) /* else the reason goes to stderr alone */
         stat_print_text(out, s);
     if (s->refused != READ_OK && !o->watch)
         fprintf(stderr, "accelaes-stat: " SHM_DIR "%s: %s\n", s->name, s->error);
@@ -317,24 +321,24 @@ static void emit(const char *p, size_t n)
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: accelaes-stat [--json] [--watch] [--user NAME|UID | --all-users]\n"
-        "  Shows an accelaes unit table: units, live processes and cumulative totals.\n"
-        "  Inline counts of a running thread may lag by up to 64 KiB.\n"
-        "  (default)    this user's table: /accelaes.<euid>, or $ACCELAES_SHM_NAME\n"
-        "  --user U     the table of user U: /accelaes.<uid>, or $ACCELAES_SHM_NAME owned\n"
-        "               by U; another user's needs root\n"
-        "  --all-users  every /dev/shm/accelaes.<uid>, one block per user; without root,\n"
-        "               others' tables are listed as \"permission denied\" (exit 1)\n"
-        "  --json       one JSON object per refresh: {\"shared\", \"segment\", \"uid\", \"user\",\n"
-        "               \"exists\", \"now_ns\", [\"error\"], \"units\", \"processes\", \"waiters\",\n"
-        "               \"totals\"}; with --all-users an object of those keyed by uid:\n"
-        "               {\"0\": {...}, \"33\": {...}}. A table that was not read has an\n"
-        "               \"error\" and null units, processes, waiters and totals (never zeros)\n"
-        "  --watch      refresh every second until SIGINT or SIGTERM (then exit 0)\n"
-        "  Exit status: 0 read; 1 a table could not be read (not a regular file, may not\n"
-        "  be opened, another owner, wrong mode, size or version, damaged; the reason on\n"
-        "  stderr); 2 usage; 3 no segment at that name (nothing counted there yet, or the\n"
-        "  wrong name or user).\n");
+            "usage: accelaes-stat [--json] [--watch] [--user NAME|UID | --all-users]\n"
+            "  Shows an accelaes unit table: units, live processes and cumulative totals.\n"
+            "  Inline counts of a running thread may lag by up to 64 KiB.\n"
+            "  (default)    this user's table: /accelaes.<euid>, or $ACCELAES_SHM_NAME\n"
+            "  --user U     the table of user U: /accelaes.<uid>, or $ACCELAES_SHM_NAME owned\n"
+            "               by U; another user's needs root\n"
+            "  --all-users  every /dev/shm/accelaes.<uid>, one block per user; without root,\n"
+            "               others' tables are listed as \"permission denied\" (exit 1)\n"
+            "  --json       one JSON object per refresh: {\"shared\", \"segment\", \"uid\", \"user\",\n"
+            "               \"exists\", \"now_ns\", [\"error\"], \"units\", \"processes\", \"waiters\",\n"
+            "               \"totals\"}; with --all-users an object of those keyed by uid:\n"
+            "               {\"0\": {...}, \"33\": {...}}. A table that was not read has an\n"
+            "               \"error\" and null units, processes, waiters and totals (never zeros)\n"
+            "  --watch      refresh every second until SIGINT or SIGTERM (then exit 0)\n"
+            "  Exit status: 0 read; 1 a table could not be read (not a regular file, may not\n"
+            "  be opened, another owner, wrong mode, size or version, damaged; the reason on\n"
+            "  stderr); 2 usage; 3 no segment at that name (nothing counted there yet, or the\n"
+            "  wrong name or user).\n");
 }
 
 /* 0 to run, 1 after --help, 2 on a usage error (said on stderr). */
