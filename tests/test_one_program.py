@@ -30,7 +30,11 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.bindings.openssl.binding import Binding
 b = Binding()
 print("legacy_loaded", getattr(b, "_legacy_provider_loaded", "unknown"))
-bf = Cipher(algorithms.Blowfish(b"k" * 16), modes.CBC(b"i" * 8)).encryptor()
+try:        # cryptography 43 and later: the legacy ciphers live in decrepit (removed from algorithms in 45)
+    from cryptography.hazmat.decrepit.ciphers.algorithms import Blowfish
+except ImportError:
+    Blowfish = algorithms.Blowfish
+bf = Cipher(Blowfish(b"k" * 16), modes.CBC(b"i" * 8)).encryptor()
 print("blowfish", len(bf.update(b"x" * 64) + bf.finalize()))
 n = int(sys.argv[1])
 enc = Cipher(algorithms.AES(b"K" * 16), modes.CTR(b"\0" * 16)).encryptor()
