@@ -44,7 +44,10 @@ TESTLIB_SRC := $(wildcard tests/c/lib/*.c)
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/obj/%.o)
 
 # build/bench/evp_small: the small-request harness the README cites (bench/README.md).
-TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-conf $(TEST_BIN) $(BUILD)/bench/evp_small
+# build/accelaes.cnf: the one-program configuration for this build tree (OPENSSL_CONF=$PWD/build/accelaes.cnf, no
+# OPENSSL_MODULES), naming build/accelaes.so by its absolute path (accelaes-conf program).
+TARGETS := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-conf $(BUILD)/accelaes.cnf $(TEST_BIN) \
+  $(BUILD)/bench/evp_small
 ifneq ($(wildcard tools/accelaes-files.c),)
   TARGETS += $(BUILD)/accelaes-files
 endif
@@ -104,6 +107,9 @@ $(BUILD)/accelaes-files: tools/accelaes-files.c $(wildcard tools/files_*.c tools
 $(BUILD)/accelaes-conf: tools/accelaes-conf.c $(wildcard tools/conf_*.c tools/conf_*.h)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -o $@ $< $(wildcard tools/conf_*.c) -lcrypto
+
+$(BUILD)/accelaes.cnf: $(BUILD)/accelaes-conf $(BUILD)/accelaes.so
+	$(BUILD)/accelaes-conf program --module "$(abspath $(BUILD))/accelaes.so" > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/accelaes-fakegpu.so: tests/fake_gpu_plugin.c tests/fake_gpu_device.h accel/gpu_plugin.h $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -shared -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
@@ -287,18 +293,31 @@ test-deb: deb test-deps
 	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_INSTALLED=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/test_real_programs.py tests/test_tls*.py; \
 	  rc=$$?; dpkg --purge accelaes; exit $$rc
 
+# `make install [PREFIX=/usr/local] [DESTDIR=/staging]`: what the package installs (tools/mkdeb.sh), under PREFIX: the
+# module (and the CUDA plugin) into MODULESDIR, the three tools into bin, man pages, and share/accelaes/accelaes.cnf,
+# a one-program configuration naming the installed module by absolute path (accelaes-conf program).
+INSTALL_TOOLS := accelaes-conf accelaes-stat accelaes-files
+INSTALL_MAN1 := accelaes-conf accelaes-stat accelaes-files
 install: all
-	install -d "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"
-	install -m 0755 $(BUILD)/accelaes.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so"
-	@if [ -f $(BUILD)/accelaes-cuda.so ]; then install -m 0755 $(BUILD)/accelaes-cuda.so "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes-cuda.so"; fi
-	install -D -m 0755 $(BUILD)/accelaes-conf $(PREFIX)/bin/accelaes-conf
-	install -D -m 0644 conf/accelaes.cnf $(PREFIX)/share/accelaes/accelaes.cnf
-	@echo "system-wide offload is not enabled by install: run accelaes-conf enable (docs/transparent-offload.md)"
+	@set -e; md="$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"; \
+	  install -d "$(DESTDIR)$$md"; \
+	  echo "install -m 0755 $(BUILD)/accelaes.so $(DESTDIR)$$md/accelaes.so"; install -m 0755 $(BUILD)/accelaes.so "$(DESTDIR)$$md/accelaes.so"; \
+	  if [ -f $(BUILD)/accelaes-cuda.so ]; then install -m 0755 $(BUILD)/accelaes-cuda.so "$(DESTDIR)$$md/accelaes-cuda.so"; fi; \
+	  install -d "$(DESTDIR)$(PREFIX)/share/accelaes"; \
+	  $(BUILD)/accelaes-conf program --module "$$md/accelaes.so" > "$(DESTDIR)$(PREFIX)/share/accelaes/accelaes.cnf"; \
+	  chmod 0644 "$(DESTDIR)$(PREFIX)/share/accelaes/accelaes.cnf"
+	for t in $(INSTALL_TOOLS); do install -D -m 0755 $(BUILD)/$$t "$(DESTDIR)$(PREFIX)/bin/$$t" || exit 1; done
+	for m in $(INSTALL_MAN1); do install -D -m 0644 docs/man/$$m.1 "$(DESTDIR)$(PREFIX)/share/man/man1/$$m.1" || exit 1; done
+	install -D -m 0644 docs/man/accelaes.7 "$(DESTDIR)$(PREFIX)/share/man/man7/accelaes.7"
+	@echo "system-wide offload is not enabled by install: run accelaes-conf enable (docs/transparent-offload.md);"
+	@echo "for one program: OPENSSL_CONF=$(PREFIX)/share/accelaes/accelaes.cnf program"
 
 uninstall:
-	rm -f "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes.so" "$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')/accelaes-cuda.so"
-	rm -f $(PREFIX)/bin/accelaes-conf $(PREFIX)/share/accelaes/accelaes.cnf
-	rmdir $(PREFIX)/share/accelaes 2>/dev/null || true
+	md="$$($(OPENSSL) version -m | sed 's/.*"\(.*\)"/\1/')"; rm -f "$(DESTDIR)$$md/accelaes.so" "$(DESTDIR)$$md/accelaes-cuda.so"
+	for t in $(INSTALL_TOOLS); do rm -f "$(DESTDIR)$(PREFIX)/bin/$$t"; done
+	for m in $(INSTALL_MAN1); do rm -f "$(DESTDIR)$(PREFIX)/share/man/man1/$$m.1"; done
+	rm -f "$(DESTDIR)$(PREFIX)/share/man/man7/accelaes.7" "$(DESTDIR)$(PREFIX)/share/accelaes/accelaes.cnf"
+	rmdir "$(DESTDIR)$(PREFIX)/share/accelaes" 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)

@@ -81,10 +81,12 @@ def stat_bytes():
     """accelaes's cumulative byte count (all paths) for this user, or None."""
     tool = benchlib.BUILD / "accelaes-stat"
     try:
-        out = subprocess.run([str(tool), "--json"], capture_output=True, text=True, timeout=30).stdout
-        t = json.loads(out)["totals"]
+        p = subprocess.run([str(tool), "--json"], capture_output=True, text=True, timeout=30)
+        if p.returncode == 3:    # no segment yet: nothing counted (a count before the first run)
+            return 0
+        t = json.loads(p.stdout)["totals"]
         return sum(t[k] for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
-    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
         return None
 
 

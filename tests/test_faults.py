@@ -211,8 +211,14 @@ def test_random_bytes_in_segment(seg, mode):
                 writes += 1
             if rng.random() < 0.1 and len(late) < 3:   # processes that attach to a damaged table
                 late.append(start(gpu if len(late) % 2 else cpu, "-t", 1, "-s", 0.5))
-            data = stat(env)                          # exits 0 with JSON, or the helper fails
-            assert isinstance(data["units"], list)
+            # JSON every time: read (exit 0, lists) or refused as damaged (exit 1, an error, null counts)
+            proc = subprocess.run([str(BUILD / "accelaes-stat"), "--json"], env=env, capture_output=True,
+                                  text=True, timeout=60)
+            data = json.loads(proc.stdout)
+            if proc.returncode == 0:
+                assert isinstance(data["units"], list)
+            else:
+                assert proc.returncode == 1 and data["error"] and data["totals"] is None, (proc.returncode, data)
             stats += 1
             time.sleep(0.02)
     finally:

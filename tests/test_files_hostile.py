@@ -9,7 +9,8 @@ the key file open to others (issue #14 items 3 and 4):
 - temporaries that killed runs left (possible only where the filesystem has no O_TMPFILE, forced here with
   ACCELAES_FILES_NO_TMPFILE) are removed by the next run, and a live run's are left alone;
 - a key file that group or others may access is refused, unless --allow-unsafe-key-perms;
-- with a descriptor limit too low to hold every directory open, files reopen their directories and still work."""
+- with a descriptor limit too low to hold every directory open, files reopen their directories and still work;
+- a FIFO, a device node or a link to one planted at an output's name is replaced without being opened (issue #30)."""
 
 import os
 import random
@@ -17,6 +18,8 @@ import re
 import resource
 import shutil
 import signal
+import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -76,6 +79,78 @@ def test_symlink_in_out_dir_is_not_followed(tool, fileprov, openssl_env, tmp_pat
     assert (dst / "sub").is_symlink() and (dst / "sub2").read_bytes() == b"a file where a directory belongs"
     assert not (dst / "top.bin").is_symlink()
     assert openssl_decrypt("aes-128-cbc", key, (dst / "top.bin").read_bytes()) == files["top.bin"]
+    assert not [n for n in os.listdir(dst) if TMP_MARK in n]
+
+
+class OpenWatch:
+    """inotify IN_OPEN on some paths: which of them anything opened (a FIFO's or a device's open acts at once)."""
+    IN_OPEN = 0x20
+
+    def __init__(self, paths):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, os.strerror(ctypes.get_errno())
+        self.names = {}
+        for path in paths:
+            wd = self.libc.inotify_add_watch(self.fd, str(path).encode(), self.IN_OPEN)
+            assert wd >= 0, f"inotify_add_watch {path}: {os.strerror(ctypes.get_errno())}"
+            self.names[wd] = str(path)
+
+    def opened(self):
+        got = set()
+        try:
+            buf = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return got
+        off = 0
+        while off + 16 <= len(buf):
+            wd, mask, _cookie, length = struct.unpack_from("iIII", buf, off)
+            if mask & self.IN_OPEN:
+                got.add(self.names.get(wd, f"wd {wd}"))
+            off += 16 + length
+        return got
+
+    def close(self):
+        os.close(self.fd)
+
+
+def test_output_name_holding_a_fifo_or_device_is_not_opened(tool, fileprov, openssl_env, tmp_path):
+    """A FIFO, a character device node (a copy of /dev/zero's numbers, made with mknod: root only) and a symbolic
+    link to such a node, each planted at an output's name before the run: the run replaces each with the output
+    and never opens what was there (inotify IN_OPEN on each planted inode and on the link's target stays silent);
+    the old drop_old_cache opened the FIFO and the device to drop their page cache."""
+    key, kpath = keyfile(tmp_path, 16)
+    src, dst, elsewhere = tmp_path / "in", tmp_path / "out", tmp_path / "elsewhere"
+    for d in (src, dst, elsewhere):
+        d.mkdir()
+    planted = {"fifo.bin": dst / "fifo.bin"}
+    os.mkfifo(planted["fifo.bin"], 0o600)
+    if os.geteuid() == 0:
+        zero = os.stat("/dev/zero").st_rdev
+        os.mknod(dst / "dev.bin", 0o600 | stat.S_IFCHR, zero)
+        os.mknod(elsewhere / "zero", 0o600 | stat.S_IFCHR, zero)
+        (dst / "link.bin").symlink_to(elsewhere / "zero")
+        planted.update({"dev.bin": dst / "dev.bin", "link.bin": elsewhere / "zero"})
+    else:
+        print("not root: no device nodes (mknod needs CAP_MKNOD); the FIFO alone is planted")
+    files = {name: os.urandom(3000 + i) for i, name in enumerate(planted)}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    watch = OpenWatch(planted.values())
+    try:
+        res = run_tool(tool, "encrypt", "aes-128-cbc", kpath, src, dst, "--provider", fileprov, env=openssl_env)
+        opened = watch.opened()
+    finally:
+        watch.close()
+    assert opened == set(), f"opened what was planted at an output's name: {sorted(opened)}"
+    assert res.returncode == 0, res.stderr.decode()
+    for name, data in files.items():
+        out = dst / name
+        assert out.is_file() and not out.is_symlink(), name
+        assert openssl_decrypt("aes-128-cbc", key, out.read_bytes()) == data, name
+    if os.geteuid() == 0:
+        assert stat.S_ISCHR(os.stat(elsewhere / "zero").st_mode), "the link's target was touched"
     assert not [n for n in os.listdir(dst) if TMP_MARK in n]
 
 

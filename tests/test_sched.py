@@ -45,10 +45,10 @@ def seg():
             pass
 
 
-def stat(env, *extra):
+def stat(env, *extra, rc=0):
     need(STAT)
     proc = subprocess.run([str(STAT), "--json", *extra], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, f"accelaes-stat exited {proc.returncode}: {proc.stderr}"
+    assert proc.returncode == rc, f"accelaes-stat exited {proc.returncode}, not {rc}: {proc.stderr}"
     return json.loads(proc.stdout)
 
 
@@ -93,13 +93,14 @@ def test_c_unit_tests(binary):
 
 
 def test_stat_without_segment(seg):
+    """No segment at the name is not "no traffic": exit 3, the reason on stderr, null totals (never zeros)."""
     name, env = seg
-    data = stat(env)
+    data = stat(env, rc=3)
     assert data["shared"] is False and data["exists"] is False and data["segment"] == name
-    assert data["units"] == [] and data["processes"] == []
-    assert all(v == 0 for v in data["totals"].values())
+    assert data["units"] is None and data["processes"] is None and data["totals"] is None
+    assert "no segment" in data["error"]
     text = subprocess.run([str(STAT)], env=env, capture_output=True, text=True, timeout=60)
-    assert text.returncode == 0 and "no segment" in text.stdout
+    assert text.returncode == 3 and "no segment" in text.stderr and name in text.stderr, text
 
 
 def test_stat_bad_arguments():
@@ -287,13 +288,14 @@ def write_segment(name, data, mode=0o600):
 
 
 def check_unusable(env, reason_hint=None):
-    data = stat(env)
-    assert data["shared"] is False and data["exists"] is True and data["units"] == []
-    assert data["error"], data
+    """An unusable segment is an error exit (1) with the reason on stderr, and null totals in --json."""
+    data = stat(env, rc=1)
+    assert data["shared"] is False and data["exists"] is True and data["units"] is None
+    assert data["totals"] is None and data["error"], data
     if reason_hint:
         assert reason_hint in data["error"], data["error"]
     text = subprocess.run([str(STAT)], env=env, capture_output=True, text=True, timeout=60)
-    assert text.returncode == 0 and "unusable" in text.stdout
+    assert text.returncode == 1 and reason_hint in text.stderr and text.stdout == "", text
     # A process meeting the same segment falls back to a private table and works.
     assert "shared 0" in run_worker(env, "info")
 
@@ -337,8 +339,12 @@ def test_stat_survives_fuzzed_segments(seg):
         for _ in range(rng.randint(1, 64)):
             data[rng.randrange(span)] = rng.getrandbits(8)
         write_segment(fuzz["ACCELAES_SHM_NAME"], bytes(data))
-        out = stat(fuzz)
-        assert isinstance(out["units"], list) and isinstance(out["totals"], dict)
+        proc = subprocess.run([str(STAT), "--json"], env=fuzz, capture_output=True, text=True, timeout=60)
+        out = json.loads(proc.stdout)
+        if proc.returncode == 0:
+            assert isinstance(out["units"], list) and isinstance(out["totals"], dict)
+        else:   # refused: said, and no zeros in place of the counts
+            assert proc.returncode == 1 and out["error"] and out["totals"] is None, (proc.returncode, out)
 
 
 def test_stat_watch_stops_on_sigint(seg):

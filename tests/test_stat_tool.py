@@ -8,7 +8,11 @@
   user, counts from real workloads run under other uids; a segment whose owner is not the uid in
   its name is refused; FIFOs, symlinks and other names are skipped; nothing is written to them.
   Not root: --all-users shows the caller's own table and says "permission denied" for the
-  others (exit 0); --user OTHER exits 1 with a permission message.
+  others (exit 1); --user OTHER exits 1 with a permission message.
+- No silent zeros (issue #30): a table that cannot be read (absent, another owner, wrong mode,
+  size or version, damaged, may not be opened) is a non-zero exit with the reason on stderr, and
+  --json gives it an "error" and null totals, units and processes, never zeros. Root reads another
+  user's table at a name of its own (ACCELAES_SHM_NAME) with --user, and is told so without it.
 
 Segments for other uids are created by build/tests/test_sched_mp run under those uids with
 setpriv(1) and ACCELAES_SHM_NAME unset, so they are the real names /accelaes.<uid>; every one is
@@ -60,9 +64,15 @@ def seg():
             os.unlink(os.path.join(SHM, entry))
 
 
+def unnamed_env():
+    """The environment without the session's ACCELAES_SHM_NAME: the tool reads /accelaes.<uid>."""
+    return {k: v for k, v in os.environ.items() if k != "ACCELAES_SHM_NAME"}
+
+
 def run_stat(*args, env=None, user=None, timeout=10):
     """Run accelaes-stat; a hang is a failure that says so, not a pytest timeout."""
     need(STAT)
+    env = unnamed_env() if env is None else env
     cmd = [str(STAT), *args]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
@@ -235,7 +245,8 @@ def test_all_users_as_root(users):
     nobody, other, mismatch, (fifo, link) = users
     before = {u: digest(u) for u in (nobody, other)}
     proc, took = run_stat("--all-users", "--json")
-    assert proc.returncode == 0, proc.stderr
+    # mismatch's table is listed but not read: an error exit, said on stderr
+    assert proc.returncode == 1 and f"accelaes.{mismatch}: owned by another user" in proc.stderr, proc
     doc = json.loads(proc.stdout)
     print(f"--all-users --json: {sorted(doc)} in {took * 1000:.0f} ms")
     mine = {str(u) for u in (nobody, other, mismatch)}
@@ -246,9 +257,10 @@ def test_all_users_as_root(users):
     assert n["segment"] == f"/accelaes.{nobody}" and n["totals"]["split_bytes"] == 1_000_000
     assert o["shared"] is True and o["uid"] == other and o["user"] is None
     assert o["totals"]["batch_bytes"] == 2_000_000 and o["totals"]["split_bytes"] == 0
-    assert m["shared"] is False and m["units"] == [] and "owned by another user" in m["error"], m
+    assert m["shared"] is False and m["units"] is None and m["totals"] is None, m
+    assert "owned by another user" in m["error"], m
     text, _ = run_stat("--all-users")
-    assert text.returncode == 0
+    assert text.returncode == 1
     assert f"== nobody (uid {nobody}): /accelaes.{nobody} ==" in text.stdout, text.stdout
     assert f"== uid {other}: /accelaes.{other} ==" in text.stdout
     assert f"/accelaes.{mismatch} is unusable: owned by another user" in text.stdout
@@ -259,7 +271,7 @@ def test_all_users_as_root(users):
 def test_user_as_root(users):
     nobody, other, mismatch, _ = users
     for who in ("nobody", str(nobody)):
-        proc, _ = run_stat("--user", who, "--json")
+        proc, _ = run_stat("--user", who, "--json", env=unnamed_env())
         assert proc.returncode == 0, proc.stderr
         doc = json.loads(proc.stdout)
         assert doc["uid"] == nobody and doc["segment"] == f"/accelaes.{nobody}" and doc["shared"] is True
@@ -267,20 +279,135 @@ def test_user_as_root(users):
     text, _ = run_stat("--user", "nobody")
     assert text.returncode == 0 and f"/accelaes.{nobody} of nobody (uid {nobody})" in text.stdout
     assert f"accelaes.{other}" not in text.stdout
-    doc = json.loads(run_stat("--user", str(mismatch), "--json")[0].stdout)
-    assert doc["shared"] is False and "owned by another user" in doc["error"]
+    proc, _ = run_stat("--user", str(mismatch), "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and "owned by another user" in proc.stderr, proc
+    assert doc["shared"] is False and "owned by another user" in doc["error"] and doc["totals"] is None
 
 
 @pytest.mark.machine_wide   # real /accelaes.<uid> segments, nobody's among them
 def test_not_root_sees_only_its_own(users):
     nobody, other, _, _ = users
     proc, _ = run_stat("--all-users", "--json", user=other)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1 and "permission denied" in proc.stderr, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc[str(other)]["shared"] is True and doc[str(other)]["totals"]["batch_bytes"] == 2_000_000
     assert doc[str(nobody)]["shared"] is False and "permission denied" in doc[str(nobody)]["error"]
-    assert doc[str(nobody)]["units"] == [] and doc[str(nobody)]["totals"]["split_bytes"] == 0
+    assert doc[str(nobody)]["units"] is None and doc[str(nobody)]["totals"] is None
     proc, _ = run_stat("--user", "nobody", user=other)
     assert proc.returncode == 1 and "permission denied" in proc.stderr, proc
     proc, _ = run_stat("--user", str(other), "--json", user=other)
     assert proc.returncode == 0 and json.loads(proc.stdout)["shared"] is True
+
+
+# ---- no silent zeros (issue #30) ----
+
+def good_segment(env):
+    """The bytes of a valid table, made by a real attach under env's name."""
+    worker(env, "info")
+    with open(SHM + env["ACCELAES_SHM_NAME"], "rb") as f:
+        return f.read()
+
+
+def plant(name, data, mode=0o600):
+    path = SHM + name
+    if os.path.lexists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data)
+    os.fchmod(fd, mode)
+    os.close(fd)
+
+
+def wrong_version(data):
+    """The table with its version field (after the 8-byte magic) one higher: another release's layout."""
+    version = int.from_bytes(data[8:12], "little")
+    return data[:8] + (version + 1).to_bytes(4, "little") + data[12:]
+
+
+UNREADABLE = {   # case: (how to make the bytes from a good table, mode, exit status, words of the reason)
+    "missing": (None, None, 3, "no segment"),
+    "wrong mode": (lambda d: d, 0o640, 1, "mode is 0640"),
+    "short": (lambda d: d[:4096], 0o600, 1, "wrong size"),
+    "empty": (lambda d: b"", 0o600, 1, "wrong size"),
+    "wrong version": (wrong_version, 0o600, 1, "unsupported version"),
+    "zeros": (lambda d: bytes(len(d)), 0o600, 1, "bad magic"),
+    "another owner": (lambda d: d, 0o600, 1, "owned by another user"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_unreadable_table_is_an_error_never_zeros(seg, case):
+    """Each way a table can fail to be read: a non-zero exit (3 for no segment, else 1), the reason on stderr,
+    and in --json an "error" with null totals, units and processes, so a script summing totals cannot read 0."""
+    name, env = seg
+    make, mode, rc, reason = UNREADABLE[case]
+    bad = dict(env, ACCELAES_SHM_NAME=name + ".bad")
+    good = good_segment(env)
+    if make is not None:
+        plant(bad["ACCELAES_SHM_NAME"], make(good), mode)
+    if case == "another owner":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give the table to another uid (chown)")
+        os.chown(SHM + bad["ACCELAES_SHM_NAME"], NOBODY, NOBODY)
+    proc, _ = run_stat("--json", env=bad)
+    assert proc.returncode == rc, (case, proc)
+    assert reason in proc.stderr and bad["ACCELAES_SHM_NAME"] in proc.stderr, (case, proc.stderr)
+    doc = json.loads(proc.stdout)
+    assert doc["shared"] is False and reason in doc["error"], doc
+    assert doc["totals"] is None and doc["units"] is None and doc["processes"] is None, doc
+    text, _ = run_stat(env=bad)
+    assert text.returncode == rc and reason in text.stderr and text.stdout == "", (case, text)
+    proc, _ = run_stat("--json", env=env)   # the good table beside it: read, exit 0, counts present
+    assert proc.returncode == 0 and json.loads(proc.stdout)["totals"]["inline_bytes"] == 0, proc
+
+
+def test_not_root_may_not_open_another_users_table(seg):
+    """Root's own 0600 table read by nobody: permission denied is an error exit, not zeros."""
+    need_root()
+    name, env = seg
+    good_segment(env)
+    proc, _ = run_stat("--json", "--user", "0", env=env, user=NOBODY)
+    assert proc.returncode == 1 and "permission denied" in proc.stderr, proc
+    assert json.loads(proc.stdout)["totals"] is None
+
+
+@pytest.fixture
+def throwaway_user():
+    """A system user made for the test (useradd) and removed after it; (name, uid)."""
+    need_root()
+    if shutil.which("useradd") is None or shutil.which("userdel") is None:
+        pytest.skip("needs useradd and userdel to make a throwaway user")
+    name = "acst" + secrets.token_hex(4)
+    made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                          capture_output=True, text=True, timeout=60)
+    if made.returncode != 0:
+        pytest.skip(f"useradd {name} failed: {made.stderr.strip()}")
+    try:
+        yield name, pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, timeout=60)
+
+
+def test_root_reads_another_users_named_segment(seg, throwaway_user):
+    """A server running as another user (PostgreSQL as postgres) with a segment name of its own: root names it
+    with ACCELAES_SHM_NAME and the user with --user, and reads its counts. The name alone (owner: the caller)
+    is an error exit that says how; --user alone reads /accelaes.<uid>, which that user never made (exit 3)."""
+    name, env = seg
+    user, uid = throwaway_user
+    worker(env, "count", 0, 3_000_000, 0, 0, user=uid)
+    assert os.stat(SHM + name).st_uid == uid
+    proc, _ = run_stat("--json", env=env)
+    assert proc.returncode == 1, proc
+    assert "owned by another user" in proc.stderr and f"--user {uid}" in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["totals"] is None
+    for who in (user, str(uid)):
+        proc, _ = run_stat("--json", "--user", who, env=env)
+        assert proc.returncode == 0, proc
+        doc = json.loads(proc.stdout)
+        assert doc["segment"] == name and doc["uid"] == uid and doc["user"] == user, doc
+        assert doc["totals"]["split_bytes"] == 3_000_000, doc["totals"]
+    text, _ = run_stat("--user", user, env=env)
+    assert text.returncode == 0 and f"segment {name} of {user} (uid {uid})" in text.stdout, text
+    proc, _ = run_stat("--json", "--user", user, env=unnamed_env())
+    assert proc.returncode == 3 and json.loads(proc.stdout)["segment"] == f"/accelaes.{uid}", proc

@@ -431,13 +431,14 @@ def test_module_location(debian, tmp_path, openssl_env):
 
 
 def test_make_install_lines():
-    """make install puts the tool and the standalone file under PREFIX and enables nothing."""
+    """make install writes the one-program file under PREFIX with accelaes-conf program and enables nothing
+    (tests/test_install.py runs make install and uninstall with DESTDIR)."""
     p = subprocess.run(["make", "-n", "--no-print-directory", f"BUILD={BUILD}", "PREFIX=/opt/x", "install",
                         "uninstall"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert f"{BUILD}/accelaes-conf /opt/x/bin/accelaes-conf" in p.stdout
-    assert "conf/accelaes.cnf /opt/x/share/accelaes/accelaes.cnf" in p.stdout
-    assert "rm -f /opt/x/bin/accelaes-conf /opt/x/share/accelaes/accelaes.cnf" in p.stdout
+    assert "INSTALL_TOOLS" not in p.stdout and "accelaes-conf accelaes-stat accelaes-files" in p.stdout
+    assert re.search(r"accelaes-conf program --module \S*accelaes\.so\S* > \S*/opt/x/share/accelaes/accelaes\.cnf",
+                     p.stdout), p.stdout
     assert not re.search(r"^\S*accelaes-conf enable", p.stdout, re.M)
 
 

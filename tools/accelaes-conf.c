@@ -8,7 +8,8 @@
  * through a temporary file and rename with FILE's mode and owner. Before anything is written the
  * result is parsed with the snippet at a temporary name and checked: every planned key present,
  * every other key of FILE unchanged. enable twice changes nothing; disable gives FILE back byte
- * for byte. Exit status: 0, 1 for an error (nothing written), 2 for a usage error, and for status
+ * for byte. `program` prints a whole configuration for one program's OPENSSL_CONF instead (the
+ * plan for an empty file), with the module named by its absolute path. Exit status: 0, 1 for an error (nothing written), 2 for a usage error, and for status
  * 3 when not enabled. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +36,9 @@ typedef struct target {
 static void usage(FILE *f)
 {
     fputs("usage: accelaes-conf COMMAND [--system FILE] [--module PATH]\n"
+          "  program   print a whole configuration for one program (OPENSSL_CONF=that file, no\n"
+          "            OPENSSL_MODULES) naming the module by absolute path: PATH, else the\n"
+          "            accelaes.so beside this program (a build tree), else MODULESDIR's\n"
           "  snippet   print what enable would include, fitted to FILE's sections\n"
           "  enable    write it beside FILE as NAME-accelaes.cnf and include it at FILE's end\n"
           "  disable   remove that line and that file (FILE comes back byte for byte)\n"
@@ -44,7 +48,8 @@ static void usage(FILE *f)
           "`openssl version -d`/openssl.cnf). PATH: an absolute accelaes.so for the snippet (by default\n"
           "OpenSSL looks in $OPENSSL_MODULES, else in MODULESDIR, `openssl version -m`).\n"
           "Node.js reads only its nodejs_conf section unless started with --openssl-shared-config\n"
-          "(docs/transparent-offload.md).\n", f);
+          "(docs/transparent-offload.md).\n",
+          f);
 }
 
 static int open_target(const char *file, target *tg)
@@ -224,6 +229,56 @@ out:
     return rc;
 }
 
+/* The module a one-program configuration names when --module does not: the build tree's (accelaes.so beside this
+ * executable, as make leaves build/accelaes-conf), else the installed one in the running libcrypto's MODULESDIR. */
+static int default_module(char *out, size_t cap)
+{
+    char self[PATH_MAX], beside[PATH_MAX + 16];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            snprintf(beside, sizeof(beside), "%s/accelaes.so", self);
+            if (access(beside, F_OK) == 0 && realpath(beside, out) != NULL && strlen(out) < cap)
+                return 0;
+        }
+    }
+    const char *dir = OPENSSL_info(OPENSSL_INFO_MODULES_DIR);
+    if (dir == NULL || (size_t)snprintf(out, cap, "%s/accelaes.so", dir) >= cap)
+        return ct_fail("no module folder known to libcrypto: give --module PATH");
+    return 0;
+}
+
+static int cmd_program(const char *module)
+{
+    char found[PATH_MAX];
+    ct_plan p;
+    if (module == NULL && default_module(found, sizeof(found)) != 0)
+        return 1;
+    p.module = module != NULL ? module : found;
+    CONF *empty = ct_parse("(empty)", "", 0), *back = NULL;
+    char *text = NULL;
+    int rc = 1;
+    /* config_diagnostics: a malformed directive stops the program instead of being ignored (conf/accelaes.cnf) */
+    if (empty == NULL || ct_plan_build(empty, &p) != 0 || ct_plan_add(&p, "default", "config_diagnostics", "1") != 0
+        || (text = ct_plan_render(&p, NULL)) == NULL)
+        goto out;
+    /* what was written is what OpenSSL will read: parsed back and checked against the plan */
+    if ((back = ct_parse("(generated)", text, strlen(text))) == NULL || ct_plan_check(empty, back, &p) != 0)
+        goto out;
+    if (access(p.module, R_OK) != 0)
+        fprintf(stderr, "accelaes-conf: note: %s: %s (the configuration names it anyway)\n", p.module, strerror(errno));
+    fputs(text, stdout);
+    rc = 0;
+out:
+    NCONF_free(back);
+    NCONF_free(empty);
+    free(text);
+    return rc;
+}
+
 static int cmd_dump(const char *file)
 {
     ct_text t;
@@ -253,8 +308,10 @@ int main(int argc, char **argv)
         else
             return ct_fail("unknown or incomplete argument '%s' (accelaes-conf --help)", a), EXIT_USAGE;
     }
-    if (module != NULL && (module[0] != '/' || (strcmp(cmd, "snippet") != 0 && strcmp(cmd, "enable") != 0)))
-        return ct_fail("--module takes an absolute path, with snippet or enable only"), EXIT_USAGE;
+    if (module != NULL
+        && (module[0] != '/'
+            || (strcmp(cmd, "snippet") != 0 && strcmp(cmd, "enable") != 0 && strcmp(cmd, "program") != 0)))
+        return ct_fail("--module takes an absolute path, with program, snippet or enable only"), EXIT_USAGE;
     if (system != NULL && system[0] == '\0')
         return ct_fail("--system takes a file name"), EXIT_USAGE;
     /* This tool must not load the configuration it edits: a broken one would stop it, and an
@@ -262,7 +319,9 @@ int main(int argc, char **argv)
     OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
     char *file = system != NULL ? OPENSSL_strdup(system) : CONF_get1_default_config_file();
     int rc = EXIT_USAGE;
-    if (file == NULL) {
+    if (strcmp(cmd, "program") == 0) /* reads no configuration file */
+        rc = system != NULL ? (ct_fail("program takes no --system"), EXIT_USAGE) : cmd_program(module);
+    else if (file == NULL) {
         ct_fail("no configuration file name (OPENSSL_CONF or OpenSSL's default)");
         rc = 1;
     } else if (strcmp(cmd, "snippet") == 0)

@@ -7,6 +7,10 @@
  * and only then is it copied into private memory with pread (never mapped: a concurrent
  * truncation gives a short read, not a SIGBUS, and a reader, root included, cannot write to it).
  *
+ * No silent zeros: a table that cannot be read (absent, refused, damaged, another owner) is an error
+ * exit with the reason on stderr, and --json gives it null units, processes and totals with an
+ * "error", so a script that sums totals fails rather than reading 0 bytes for a busy server.
+ *
  * Stopping: SIGINT and SIGTERM end the program at once (_exit), except while a finished line is
  * being written to stdout; then the line gets STOP_GRACE_NS to finish and the program ends anyway
  * (a reader that stopped reading must not keep it alive). Output is built in memory first, so
@@ -34,7 +38,7 @@
 
 typedef struct opts {
     int json, watch, all_users, one_user;
-    uid_t user;              /* --user */
+    uid_t user; /* --user: the owner the table must have (and its name without ACCELAES_SHM_NAME) */
 } opts;
 
 static DIR *shm_dir;         /* /dev/shm, opened once; NULL when there is none */
@@ -55,7 +59,23 @@ static const char *file_kind(mode_t m)
          : S_ISBLK(m) ? "a block device" : S_ISDIR(m) ? "a directory" : "not a file";
 }
 
-/* acc_shm_check_fd's checks, against the uid the name belongs to rather than always ours. */
+/* A table owned by someone else is not that user's table (anyone may create a name under /dev/shm). For a name
+ * from ACCELAES_SHM_NAME the owner to expect is the caller unless --user says another: say exactly that. */
+static void wrong_owner(snapshot *s, uid_t owner)
+{
+    char who[320], want[320];
+    stat_who(owner, who, sizeof(who));
+    stat_who(s->uid, want, sizeof(want));
+    if (s->named)
+        set_error(s, UNUSABLE,
+                  "owned by another user: %s, not %s (to read it as that user's table: "
+                  "--user %u with this ACCELAES_SHM_NAME)",
+                  who, want, (unsigned)owner);
+    else
+        set_error(s, UNUSABLE, "owned by another user: %s, not %s as its name says", who, want);
+}
+
+/* acc_shm_check_fd's checks, against the uid the table must belong to rather than always ours. */
 static int check_file(int fd, snapshot *s)
 {
     struct stat st;
@@ -64,21 +84,26 @@ static int check_file(int fd, snapshot *s)
     else if (!S_ISREG(st.st_mode))
         set_error(s, REFUSED_NOT_FILE, "not a regular file (%s)", file_kind(st.st_mode));
     else if (st.st_uid != s->uid)
-        set_error(s, READ_OK, "owned by another user (uid %u, not %u)", (unsigned)st.st_uid, (unsigned)s->uid);
+        wrong_owner(s, st.st_uid);
     else if ((st.st_mode & 07777) != 0600)
-        set_error(s, READ_OK, "mode is %04o, not 0600", (unsigned)(st.st_mode & 07777));
+        set_error(s, UNUSABLE, "mode is %04o, not 0600", (unsigned)(st.st_mode & 07777));
     else if ((uint64_t)st.st_size != sizeof(acc_shm_table))
-        set_error(s, READ_OK, "wrong size (%lld bytes; another version?)", (long long)st.st_size);
+        set_error(s, UNUSABLE, "wrong size (%lld bytes; another version?)", (long long)st.st_size);
     return s->error != NULL ? -1 : 0;
 }
 
 static void open_error(snapshot *s, int err)
 {
-    if (err == ENOENT)
-        return;              /* absent: nothing to show, not an error */
+    if (err == ENOENT) { /* absent: no traffic counted here, or the wrong name or user: the caller decides */
+        set_error(s, ABSENT,
+                  "no segment at this name (no accelaes process of uid %u has used it yet, or they "
+                  "run with shm=off or another ACCELAES_SHM_NAME)",
+                  (unsigned)s->uid);
+        return;
+    }
     s->exists = 1;
     if (err == ELOOP)        /* O_NOFOLLOW; reported like a damaged segment, as before */
-        set_error(s, READ_OK, "the segment is a symlink");
+        set_error(s, UNUSABLE, "the segment is a symlink");
     else if (err == ENXIO)   /* what open says for a socket */
         set_error(s, REFUSED_NOT_FILE, "not a regular file (a socket)");
     else if ((err == EACCES || err == EPERM) && s->uid != geteuid())
@@ -111,10 +136,11 @@ static void take_snapshot(snapshot *s)
                 break;
             got += (size_t)n;
         }
+        const char *bad = NULL;
         if (got != want)
-            set_error(s, READ_OK, "the segment changed size while being read");
-        else
-            acc_shm_check_header(s->t, &s->error);
+            set_error(s, UNUSABLE, "the segment changed size while being read");
+        else if (acc_shm_check_header(s->t, &bad) != 0 || bad != NULL)
+            set_error(s, UNUSABLE, "%s", bad != NULL ? bad : "damaged header");
     }
     close(fd);
 }
@@ -164,33 +190,40 @@ static int scan_users(uid_t *uids, size_t max, size_t *n, size_t *more)
     return 0;
 }
 
-/* The table of one user, or $ACCELAES_SHM_NAME's: 1 when it could not be read at all. */
+/* The exit status for one table that was looked at. */
+static int exit_status(const snapshot *s)
+{
+    return s->refused == READ_OK ? STAT_EXIT_OK : s->refused == ABSENT ? STAT_EXIT_ABSENT : STAT_EXIT_UNREADABLE;
+}
+
+/* One table: $ACCELAES_SHM_NAME's, else /accelaes.<uid>, where uid is --user's or the caller's effective uid (as
+ * the scheduler: its own segment is owned by the effective uid). The table must belong to that uid. */
 static int show_one(FILE *out, const opts *o, snapshot *s)
 {
-    if (o->one_user) {
-        snprintf(s->name, sizeof(s->name), "/" SEG_PREFIX "%u", (unsigned)o->user);
-        s->uid = o->user;
-    } else {
-        s->uid = geteuid();  /* as the scheduler: its own segment is owned by the effective uid */
-        if (acc_shm_name(s->name, sizeof(s->name)) != 0) {
-            fprintf(stderr, "accelaes-stat: invalid ACCELAES_SHM_NAME (\"/name\", no other '/')\n");
-            return 2;
-        }
+    const char *env = getenv("ACCELAES_SHM_NAME");
+    s->uid = o->one_user ? o->user : geteuid();
+    s->named = env != NULL && *env != '\0';
+    if (s->named && acc_shm_name(s->name, sizeof(s->name)) != 0) {
+        fprintf(stderr, "accelaes-stat: invalid ACCELAES_SHM_NAME (\"/name\", no other '/')\n");
+        return STAT_EXIT_USAGE;
     }
+    if (!s->named)
+        snprintf(s->name, sizeof(s->name), "/" SEG_PREFIX "%u", (unsigned)s->uid);
     take_snapshot(s);
     if (o->json) {
         stat_print_json(out, s);
         fputc('\n', out);
-    } else
+    } else if (s->refused == READ_OK || o->watch) /* else the reason goes to stderr alone */
         stat_print_text(out, s);
     if (s->refused != READ_OK && !o->watch)
         fprintf(stderr, "accelaes-stat: " SHM_DIR "%s: %s\n", s->name, s->error);
-    return s->refused != READ_OK;
+    return exit_status(s);
 }
 
 /* Every user's table: one JSON object keyed by uid, or one text block per user. A name that
  * turns out not to be a regular file is skipped as the scan skips it; one that may not be read
- * is listed with its error ("permission denied" for another user's table unless root). */
+ * is listed with its error ("permission denied" for another user's table unless root), said on
+ * stderr, and makes the exit status 1. */
 static int show_all(FILE *out, const opts *o, snapshot *s)
 {
     static uid_t uids[MAX_USERS];
@@ -200,13 +233,20 @@ static int show_all(FILE *out, const opts *o, snapshot *s)
         return 1;
     }
     char user[320];
+    int rc = STAT_EXIT_OK;
     fputs(o->json ? "{" : "", out);
     for (size_t i = 0; i < n; i++) {
         snprintf(s->name, sizeof(s->name), "/" SEG_PREFIX "%u", (unsigned)uids[i]);
         s->uid = uids[i];
+        s->named = 0;
         take_snapshot(s);
         if (!s->exists || s->refused == REFUSED_NOT_FILE)
             continue;        /* gone since the scan, or a FIFO (...) put there */
+        if (s->refused != READ_OK) {
+            rc = STAT_EXIT_UNREADABLE;
+            if (!o->watch)
+                fprintf(stderr, "accelaes-stat: " SHM_DIR "%s: %s\n", s->name, s->error);
+        }
         if (o->json) {
             fprintf(out, "%s\"%u\": ", shown ? ", " : "", (unsigned)uids[i]);
             stat_print_json(out, s);
@@ -219,7 +259,7 @@ static int show_all(FILE *out, const opts *o, snapshot *s)
     fputs(o->json ? "}\n" : shown ? "" : "accelaes-stat: no accelaes segments in " SHM_DIR "\n", out);
     if (more)
         fprintf(stderr, "accelaes-stat: %zu more segments not shown (at most %u)\n", more, MAX_USERS);
-    return 0;
+    return rc;
 }
 
 static volatile sig_atomic_t stopping, emitting, stop_status;
@@ -281,20 +321,24 @@ static void emit(const char *p, size_t n)
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: accelaes-stat [--json] [--watch] [--user NAME|UID | --all-users]\n"
-        "  Shows an accelaes unit table: units, live processes and cumulative totals.\n"
-        "  Inline counts of a running thread may lag by up to 64 KiB.\n"
-        "  (default)    this user's table: /accelaes.<euid>, or $ACCELAES_SHM_NAME\n"
-        "  --user U     the table of user U (/accelaes.<uid>); another user's needs root\n"
-        "  --all-users  every /dev/shm/accelaes.<uid>, one block per user; without root,\n"
-        "               others' tables are listed as \"permission denied\"\n"
-        "  --json       one JSON object per refresh: {\"shared\", \"segment\", \"uid\", \"user\",\n"
-        "               \"exists\", \"now_ns\", [\"error\"], \"units\", \"processes\", \"waiters\",\n"
-        "               \"totals\"}; with --all-users an object of those keyed by uid:\n"
-        "               {\"0\": {...}, \"33\": {...}}\n"
-        "  --watch      refresh every second until SIGINT or SIGTERM (then exit 0)\n"
-        "  Exit status: 0 shown, or absent, or damaged (reported); 1 the name is not a\n"
-        "  regular file (FIFO, socket, device, directory) or may not be opened; 2 usage.\n");
+            "usage: accelaes-stat [--json] [--watch] [--user NAME|UID | --all-users]\n"
+            "  Shows an accelaes unit table: units, live processes and cumulative totals.\n"
+            "  Inline counts of a running thread may lag by up to 64 KiB.\n"
+            "  (default)    this user's table: /accelaes.<euid>, or $ACCELAES_SHM_NAME\n"
+            "  --user U     the table of user U: /accelaes.<uid>, or $ACCELAES_SHM_NAME owned\n"
+            "               by U; another user's needs root\n"
+            "  --all-users  every /dev/shm/accelaes.<uid>, one block per user; without root,\n"
+            "               others' tables are listed as \"permission denied\" (exit 1)\n"
+            "  --json       one JSON object per refresh: {\"shared\", \"segment\", \"uid\", \"user\",\n"
+            "               \"exists\", \"now_ns\", [\"error\"], \"units\", \"processes\", \"waiters\",\n"
+            "               \"totals\"}; with --all-users an object of those keyed by uid:\n"
+            "               {\"0\": {...}, \"33\": {...}}. A table that was not read has an\n"
+            "               \"error\" and null units, processes, waiters and totals (never zeros)\n"
+            "  --watch      refresh every second until SIGINT or SIGTERM (then exit 0)\n"
+            "  Exit status: 0 read; 1 a table could not be read (not a regular file, may not\n"
+            "  be opened, another owner, wrong mode, size or version, damaged; the reason on\n"
+            "  stderr); 2 usage; 3 no segment at that name (nothing counted there yet, or the\n"
+            "  wrong name or user).\n");
 }
 
 /* 0 to run, 1 after --help, 2 on a usage error (said on stderr). */

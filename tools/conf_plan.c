@@ -73,6 +73,12 @@ static int add(ct_plan *p, const char *sect, const char *key, const char *value)
     return 0;
 }
 
+/* One more setting, checked as the plan's own are. */
+int ct_plan_add(ct_plan *p, const char *sect, const char *key, const char *value)
+{
+    return add(p, sect, key, value);
+}
+
 /* OpenSSL 3.0-3.2 activate a provider whose section has an activate key, whatever its value
  * ("activate = 0" too: checked on 3.0.19); 3.3 and later want 1, yes, true or on (PR 22906). */
 static int activates(const char *value)
@@ -235,10 +241,22 @@ char *ct_plan_render(const ct_plan *p, const char *for_file)
     FILE *f = open_memstream(&out, &len);
     if (f == NULL)
         return NULL;
-    fprintf(f, CT_SNIPPET_HEAD " for %s, which includes it on its last line.\n"
-               "# `accelaes-conf enable` rewrites it and `accelaes-conf disable` removes it with that line.\n"
-               "# It adds accelaes to that file's own sections; OpenSSL merges a section named twice.\n"
-               "# The accelaes settings are documented in docs/transparent-offload.md.\n", for_file);
+    if (for_file != NULL)
+        fprintf(f,
+                CT_SNIPPET_HEAD
+                " for %s, which includes it on its last line.\n"
+                "# `accelaes-conf enable` rewrites it and `accelaes-conf disable` removes it with that line.\n"
+                "# It adds accelaes to that file's own sections; OpenSSL merges a section named twice.\n"
+                "# The accelaes settings are documented in docs/transparent-offload.md.\n",
+                for_file);
+    else /* accelaes-conf program: a whole configuration of its own */
+        fprintf(f,
+                "# written by `accelaes-conf program`: a whole configuration for one program,\n"
+                "#   OPENSSL_CONF=/path/to/this/file program\n"
+                "# (no OPENSSL_MODULES: the module is named by its absolute path below, so every other\n"
+                "# provider, legacy included, still loads from OpenSSL's own module folder). It replaces\n"
+                "# the system openssl.cnf for that program; `accelaes-conf enable` keeps that file instead.\n"
+                "# The accelaes settings are documented in docs/transparent-offload.md.\n");
     int done[CT_MAX_SET] = { 0 };
     for (int i = 0; i < p->n; i++) {
         if (done[i])

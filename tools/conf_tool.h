@@ -47,7 +47,8 @@ int ct_replace_file(const char *path, const char *data, size_t len, const struct
 
 /* conf_plan.c: the plan, the snippet text, the check of a merged configuration, the dump. */
 int ct_plan_build(const CONF *c, ct_plan *p);
-char *ct_plan_render(const ct_plan *p, const char *for_file);
+char *ct_plan_render(const ct_plan *p, const char *for_file); /* for_file NULL: a whole file (program) */
+int ct_plan_add(ct_plan *p, const char *sect, const char *key, const char *value);
 int ct_plan_check(const CONF *orig, const CONF *merged, const ct_plan *p);
 void ct_dump(const CONF *c);
 

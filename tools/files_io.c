@@ -282,16 +282,29 @@ struct files_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, 
  * its page cache is clean, that is dropped now, before the new output is written, so that the page freeing happens
  * before the new output's pages are taken rather than in the reaper's unlink, which then has only blocks to free
  * (bench/results/files-ext4.md: a small gain at best). Dirty pages are left alone: DONTNEED would start writing back
- * a file that is about to go. The old output stays complete on disk; a reader meanwhile reads it from there. Opened
- * like an input (O_NOFOLLOW, O_NONBLOCK, O_NOCTTY), whatever it is: a device node there could only have been put
- * there by someone who may open it (mknod needs CAP_MKNOD, a hard link its owner or access: protected_hardlinks). */
+ * a file that is about to go. The old output stays complete on disk; a reader meanwhile reads it from there.
+ * Only a regular file is ever opened: whatever else is at the name (a FIFO, a device node, a link to one) is replaced
+ * without being opened, since opening a device can act (a tape rewinds, a modem hangs up) and a FIFO's writer would
+ * wake. The name is taken with O_PATH, which opens nothing, and checked with fstat; only that same inode, a regular
+ * file, is then opened for reading, through /proc/self/fd (no second lookup of the name, so nothing swapped in
+ * between is opened either). Without /proc the cache is simply left. */
 static void drop_old_cache(struct slot *s)
 {
     struct files_cachestat_range all = { 0, 0 };
     struct files_cachestat cs;
-    int fd = openat(s->dout, s->job->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    char proc[32];
+    int path = openat(s->dout, s->job->name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd;
 
-    s->exists = fd >= 0 || errno != ENOENT;
+    s->exists = path >= 0 || errno != ENOENT;
+    if (path < 0)
+        return;
+    fd = -1;
+    if (fstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", path);
+        fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    }
+    close(path);
     if (fd < 0)
         return;
     if (syscall(SYS_cachestat, fd, &all, &cs, 0) == 0 && cs.nr_cache > 0 && cs.nr_dirty == 0 && cs.nr_writeback == 0)

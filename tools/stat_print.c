@@ -107,11 +107,12 @@ static void json_waiters(FILE *out, const acc_shm_table *t)
     }
 }
 
-/* One table as a JSON object (no newline); an unusable or absent one has empty lists and zeros. */
+/* One table as a JSON object (no newline). One that was not read (absent included) has an "error" and null units,
+ * processes, waiters and totals: a consumer that adds up totals fails there instead of adding zeros. */
 void stat_print_json(FILE *out, const snapshot *s)
 {
     const acc_shm_table *t = s->t;
-    int ok = s->exists && s->error == NULL;
+    int ok = s->refused == READ_OK;
     struct passwd *pw = getpwuid(s->uid);
     fprintf(out, "{\"shared\": %s, \"segment\": ", ok ? "true" : "false");
     json_str(out, s->name, sizeof(s->name));
@@ -126,19 +127,18 @@ void stat_print_json(FILE *out, const snapshot *s)
         fprintf(out, ", \"error\": ");
         json_str(out, s->error, 200);
     }
+    if (!ok) {
+        fputs(", \"units\": null, \"processes\": null, \"waiters\": null, \"totals\": null}", out);
+        return;
+    }
     fprintf(out, ", \"units\": [");
-    if (ok)
-        json_units(out, t);
+    json_units(out, t);
     fprintf(out, "], \"processes\": [");
-    if (ok)
-        json_procs(out, t);
+    json_procs(out, t);
     fprintf(out, "], \"waiters\": [");
-    if (ok)
-        json_waiters(out, t);
-    static const acc_shm_hdr zero;
-    const acc_shm_hdr *h = ok ? &t->hdr : &zero;
+    json_waiters(out, t);
     fprintf(out, "], \"totals\": {");
-    json_counts(out, "", h->bytes, h->requests, h->events);
+    json_counts(out, "", t->hdr.bytes, t->hdr.requests, t->hdr.events);
     fputc('}', out);
 }
 
@@ -236,12 +236,13 @@ static void text_procs(FILE *out, const acc_shm_table *t)
 void stat_print_text(FILE *out, const snapshot *s)
 {
     char user[320];
-    if (!s->exists)
-        fprintf(out, "accelaes-stat: no segment %s (no accelaes process has run for this user yet)\n", s->name);
+    if (s->refused == ABSENT)
+        fprintf(out, "accelaes-stat: segment %s: %s\n", s->name, s->error);
+    else if (s->refused == UNUSABLE)
+        fprintf(out, "accelaes-stat: segment %s is unusable: %s (its processes use private tables)\n", s->name,
+                s->error);
     else if (s->refused != READ_OK)
         fprintf(out, "accelaes-stat: cannot read segment %s: %s\n", s->name, s->error);
-    else if (s->error != NULL)
-        fprintf(out, "accelaes-stat: segment %s is unusable: %s (processes use private tables)\n", s->name, s->error);
     else {
         fprintf(out, "segment %s of %s: %u units\n\n", s->name, stat_who(s->uid, user, sizeof(user)),
                 acc_shm_nunits(s->t));
