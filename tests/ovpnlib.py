@@ -11,11 +11,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from test_real_programs import client_env, stop_tree, wait_for
+from serverlib import make_cert
+from test_real_programs import OPENSSL, client_env, stop_tree, wait_for
 
 OPENVPN = shutil.which("openvpn") or "/usr/sbin/openvpn"
 IP = shutil.which("ip") or "/usr/sbin/ip"
-# OpenVPN 2.6's static-key (--secret) data channel: cipher and HMAC chosen on the command line
+# The data channel: cipher (and HMAC for CBC). --test-crypto takes them with a static key (--secret);
+# the tun pair negotiates them over TLS (--data-ciphers), static keys having no GCM data channel.
 DATA_CHANNELS = {"gcm": ["--cipher", "AES-256-GCM"], "cbc": ["--cipher", "AES-128-CBC", "--auth", "SHA256"]}
 
 
@@ -71,7 +73,13 @@ class TunPair:
         tag = secrets.token_hex(3)
         self.ns = {"a": f"acc{tag}a", "b": f"acc{tag}b"}
         self.procs = {}
-        self.key = genkey(folder)
+        self.fp = {}
+        for side in "ab":
+            (self.dir / side).mkdir()
+            cert, _ = make_cert(self.dir / side)
+            p = subprocess.run([OPENSSL, "x509", "-in", str(cert), "-noout", "-fingerprint", "-sha256"],
+                               env=client_env(), capture_output=True, text=True, timeout=30, check=True)
+            self.fp[side] = p.stdout.strip().split("=", 1)[1]
         for ns in self.ns.values():
             self.ip("netns", "add", ns)
         a, b = self.ns["a"], self.ns["b"]
@@ -92,14 +100,22 @@ class TunPair:
             me, peer = ("1", "2") if side == "a" else ("2", "1")
             argv = [IP, "netns", "exec", self.ns[side], OPENVPN, "--dev", "tunacc", "--dev-type", "tun",
                     "--ifconfig", f"10.78.0.{me}", f"10.78.0.{peer}", "--local", f"10.77.0.{me}",
-                    "--remote", f"10.77.0.{peer}", "--port", "1194", "--proto", "udp", "--secret",
-                    str(self.key), *DATA_CHANNELS[self.mode], "--ping", "1", "--verb", "3"]
+                    "--remote", f"10.77.0.{peer}", "--port", "1194", "--proto", "udp",
+                    *self.tls_args(side), "--ping", "1", "--verb", "3"]
             with open(self.dir / f"{side}.log", "wb") as log:
                 self.procs[side] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                                     stderr=log, start_new_session=True)
         ready = wait_for(lambda: all(self.up(s) or self.procs[s].poll() is not None for s in "ab"), 30)
         assert ready and all(self.up(s) for s in "ab"), self.logs()
         return self
+
+    def tls_args(self, side):
+        """p2p TLS, each peer pinned to the other's self-signed certificate; one data cipher offered."""
+        other = "b" if side == "a" else "a"
+        cipher = DATA_CHANNELS[self.mode][1]
+        role = ["--tls-server", "--dh", "none"] if side == "a" else ["--tls-client"]
+        return [*role, "--cert", str(self.dir / side / "cert.pem"), "--key", str(self.dir / side / "key.pem"),
+                "--peer-fingerprint", self.fp[other], "--data-ciphers", cipher, *DATA_CHANNELS[self.mode][2:]]
 
     def up(self, side):
         text = self.log(side)
