@@ -34,11 +34,12 @@ static int packet(EVP_CIPHER_CTX *x, EVP_MAC_CTX *m, const unsigned char *src, i
     size_t tl;
 
     if (x != NULL && EVP_CIPHER_CTX_is_encrypting(x))
-        iv[0]++;   /* a fresh IV per packet; a decrypting run keeps the one its packet was made with */
+        iv[0]++; /* a fresh IV per packet; a decrypting run keeps the one its packet was made with */
     if (!EVP_CipherInit_ex(x, NULL, NULL, NULL, iv, -1) || !EVP_CipherUpdate(x, dst, &n, src, len)
         || !EVP_CipherFinal_ex(x, dst + n, &f)
-        || (with_mac && (!EVP_MAC_init(m, NULL, 0, NULL) || !EVP_MAC_update(m, iv, 16)
-                         || !EVP_MAC_update(m, dst, n + f) || !EVP_MAC_final(m, tag, &tl, 32)))) {
+        || (with_mac
+            && (!EVP_MAC_init(m, NULL, 0, NULL) || !EVP_MAC_update(m, iv, 16) || !EVP_MAC_update(m, dst, n + f)
+                || !EVP_MAC_final(m, tag, &tl, 32)))) {
         fprintf(stderr, "EVP failed\n");
         exit(1);
     }
@@ -88,7 +89,7 @@ int main(int argc, char **argv)
         double best[2] = { 1e30, 1e30 };
         long n = 2000000 / (len + 200) + 100;
 
-        if (dec) {   /* a valid packet to decrypt: encrypt it once with the default provider */
+        if (dec) { /* a valid packet to decrypt: encrypt it once with the default provider */
             EVP_CIPHER *c = EVP_CIPHER_fetch(NULL, "AES-128-CBC", "provider=default");
             EVP_CIPHER_CTX *e = EVP_CIPHER_CTX_new();
             int k, f;
@@ -102,7 +103,7 @@ int main(int argc, char **argv)
         }
         for (int r = 0; r < rounds; r++)
             for (int k = 0; k < 2; k++) {
-                int p = (r + k) % 2;   /* who goes first alternates */
+                int p = (r + k) % 2; /* who goes first alternates */
                 double t = run(x[p], m, dec, n, len);
 
                 if (t < best[p])
