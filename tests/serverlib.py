@@ -92,9 +92,11 @@ class Server:
             if wait_for(lambda: self.proc.poll() is not None or ready(port), 30) and self.proc.poll() is None:
                 self.port, self.env = port, env
                 return self
+            rc = self.proc.poll()
             stop_tree(self.proc)
             if "in use" not in self.log():
-                raise AssertionError(f"{self.name} did not start:\n{self.log()}")
+                how = "not ready within 30 s" if rc is None else f"exit status {rc}"
+                raise AssertionError(f"{self.name} did not start ({how}):\n{self.log()}")
         raise AssertionError(f"{self.name}: no free port after 5 tries")
 
     def stop(self):

@@ -14,13 +14,14 @@ import secrets
 
 import pytest
 
-from conftest import CONF, MODULE, STAT_TOOL
+from conftest import CONF, MODULE, SANITIZER, STAT_TOOL
 from test_real_programs import counted, need
 import serverlib as sl
 
 pytestmark = pytest.mark.skipif(not MODULE.exists() or not STAT_TOOL.exists(),
                                 reason=f"{MODULE} or {STAT_TOOL} missing: run make (or install the package)")
-MIB = 1 << 20
+# Under a sanitizer (make test's second pass) the point is accelaes's memory use, not volume: a quarter
+MIB = (1 << 20) // (4 if SANITIZER else 1)
 
 
 @pytest.fixture(params=["default", "accelaes"])
@@ -51,6 +52,9 @@ def stopped_cleanly(server):
 def postgres():
     need((sl.POSTGRES, "postgresql"), (sl.INITDB, "postgresql"), (sl.PSQL, "postgresql-client"),
          (sl.OPENSSL, "openssl"))
+    if SANITIZER == "asan":
+        pytest.skip("postgres hangs at start-up with libasan preloaded, in glibc's bindtextdomain() "
+                    "(_nl_state_lock), before it loads OpenSSL: the plain suite runs it")
     server = sl.Postgres()
     try:
         yield server
