@@ -51,29 +51,35 @@ TGT_GV INLINE __m128i hsum(__m512i v)
     return _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
 }
 
-/* The sum of the four lanes' products, reduced. */
+/* The four lanes' products lo + mid y^64 + hi y^128 (y: a bit place), reduced lane by lane and
+ * summed: the low qword of lo folded into mid, then the low qword of mid into hi (reduce1's two
+ * folds, each landing on the next part instead of a shifted copy), so mid is never shifted. */
 TGT_GV INLINE __m128i fold(__m512i lo, __m512i mid, __m512i hi)
 {
-    __m128i l = hsum(lo), m = hsum(mid), h = hsum(hi);
-    return reduce1(_mm_xor_si128(l, _mm_slli_si128(m, 8)), _mm_xor_si128(h, _mm_srli_si128(m, 8)));
+    const __m512i p = _mm512_set1_epi64((long long)0xc200000000000000ULL);
+
+    mid = _mm512_ternarylogic_epi64(mid, _mm512_shuffle_epi32(lo, 0x4e), _mm512_clmulepi64_epi128(lo, p, 0x00), 0x96);
+    hi = _mm512_ternarylogic_epi64(hi, _mm512_shuffle_epi32(mid, 0x4e), _mm512_clmulepi64_epi128(mid, p, 0x00), 0x96);
+    return hsum(hi);
 }
 
 /* x = (x + d0) H^n + d1 H^(n-1) + ... over the nr registers of d (n blocks, the unused lanes
- * zero), hp: the powers from H^n down. */
+ * zero), hp: the powers from H^n down. The register that takes x comes last, so the products of
+ * the others are summed off the chain from one group's x to the next. */
 TGT_GV INLINE __m128i hash_regs(const gv_key *k, __m128i x, __m512i *d, int nr, size_t n, __mmask8 mlast)
 {
     const __m512i bswap = _mm512_broadcast_i32x4(GV_BSWAP());
     __m512i lo, mid, hi;
 
 #pragma GCC unroll 4
-    for (int j = 0; j < nr; j++) {
+    for (int j = nr - 1; j >= 0; j--) {
         const __m128i *hp = &k->hp[16 - n + 4 * (size_t)j];
         __m512i h = j < nr - 1 ? _mm512_loadu_si512(hp) : _mm512_maskz_loadu_epi64(mlast, hp);
         __m512i v = _mm512_shuffle_epi8(d[j], bswap);
 
         if (j == 0)
             v = _mm512_xor_si512(v, _mm512_zextsi128_si512(x));
-        mul4(v, h, &lo, &mid, &hi, j == 0);
+        mul4(v, h, &lo, &mid, &hi, j == nr - 1);
     }
     return fold(lo, mid, hi);
 }
@@ -94,12 +100,15 @@ TGT_GV INLINE void ghash_tail(const gv_key *k, __m128i *x, const uint8_t *in, si
 
 TGT_GV void gv_ghash(const gv_key *k, __m128i *x, const uint8_t *in, size_t nblocks)
 {
+    __m128i h = *x;
+
     for (; nblocks >= 16; nblocks -= 16, in += 256) {
         __m512i d[4];
         for (int j = 0; j < 4; j++)
             d[j] = _mm512_loadu_si512(in + 64 * j);
-        *x = hash_regs(k, *x, d, 4, 16, 0xff);
+        h = hash_regs(k, h, d, 4, 16, 0xff);
     }
+    *x = h;
     switch ((nblocks + 3) / 4) {
     case 1: ghash_tail(k, x, in, nblocks, 1); break;
     case 2: ghash_tail(k, x, in, nblocks, 2); break;
@@ -163,22 +172,56 @@ TGT_GV INLINE void group(const gv_key *k, int rounds, __m512i *c, __m128i *x, co
     *x = hash_regs(k, *x, d, nr, n, n < 16 ? ml : 0xff);
 }
 
+/* Sixteen blocks; d: their ciphertext, for the hash. */
+TGT_GV INLINE void aes16(const gv_key *k, int rounds, __m512i *c, const uint8_t *in, uint8_t *out, __m512i *d, int enc)
+{
+    __m512i z[4];
+
+    counters(k, c, z, 4);
+    rounds_mid(k, rounds, z, 4);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512i i = _mm512_loadu_si512(in + 64 * j);
+
+        z[j] = _mm512_aesenclast_epi128(z[j], _mm512_xor_si512(k->rk[rounds], i));
+        _mm512_storeu_si512(out + 64 * j, z[j]);
+        d[j] = enc ? z[j] : i;
+    }
+}
+
 TGT_GV INLINE void blocks_r(const gv_key *k, int rounds, __m128i *ctr, __m128i *x, const uint8_t *in, uint8_t *out,
                             size_t n, int enc)
 {
     const __m512i lanes = _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0);
     __m512i c = _mm512_add_epi32(_mm512_broadcast_i32x4(*ctr), lanes);
+    __m128i h = *x;   /* a local: through *x every group would wait on a store and a load */
 
     *ctr = _mm_add_epi32(*ctr, _mm_set_epi32((int)(uint32_t)n, 0, 0, 0));   /* inc32 by n, mod 2^32 */
-    for (; n >= 16; n -= 16, in += 256, out += 256)
-        group(k, rounds, &c, x, in, out, 16, 4, enc);
+    if (n >= 16) {
+        __m512i d[4];
+
+        aes16(k, rounds, &c, in, out, d, enc);
+        for (n -= 16, in += 256, out += 256; n >= 16; n -= 16, in += 256, out += 256) {
+            __m512i e[4];
+
+            /* the previous group's hash first: its inputs are ready, so it issues beside this
+             * group's rounds instead of waiting behind them */
+            h = hash_regs(k, h, d, 4, 16, 0xff);
+            aes16(k, rounds, &c, in, out, e, enc);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                d[j] = e[j];
+        }
+        h = hash_regs(k, h, d, 4, 16, 0xff);
+    }
     switch ((n + 3) / 4) {
-    case 1: group(k, rounds, &c, x, in, out, n, 1, enc); break;
-    case 2: group(k, rounds, &c, x, in, out, n, 2, enc); break;
-    case 3: group(k, rounds, &c, x, in, out, n, 3, enc); break;
-    case 4: group(k, rounds, &c, x, in, out, n, 4, enc); break;
+    case 1: group(k, rounds, &c, &h, in, out, n, 1, enc); break;
+    case 2: group(k, rounds, &c, &h, in, out, n, 2, enc); break;
+    case 3: group(k, rounds, &c, &h, in, out, n, 3, enc); break;
+    case 4: group(k, rounds, &c, &h, in, out, n, 4, enc); break;
     default: break;
     }
+    *x = h;
 }
 
 #define PER_ROUNDS(r)                                                                                     \
