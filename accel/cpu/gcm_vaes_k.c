@@ -172,12 +172,21 @@ TGT_GV INLINE void group(const gv_key *k, int rounds, __m512i *c, __m128i *x, co
     *x = hash_regs(k, *x, d, nr, n, n < 16 ? ml : 0xff);
 }
 
-/* Sixteen blocks; d: their ciphertext, for the hash. */
-TGT_GV INLINE void aes16(const gv_key *k, int rounds, __m512i *c, const uint8_t *in, uint8_t *out, __m512i *d, int enc)
+/* Sixteen blocks from a counter whose low four bits are zero; d: their ciphertext, for the hash.
+ * Adding 0..15 to such a counter only sets its low bits, an XOR, which commutes with the
+ * whitening: one byte swap and one XOR with the first round key serve the group, and each
+ * register is that XOR a constant (a three-way XOR). *c: the counter in ctr form, four lanes alike. */
+TGT_GV INLINE void aes16(const gv_key *k, int rounds, __m512i *c, const __m512i *lanes, const uint8_t *in,
+                         uint8_t *out, __m512i *d, int enc)
 {
-    __m512i z[4];
+    const __m512i swap = _mm512_broadcast_i32x4(GV_CTR_SWAP());
+    const __m512i sixteen = _mm512_set_epi32(16, 0, 0, 0, 16, 0, 0, 0, 16, 0, 0, 0, 16, 0, 0, 0);
+    __m512i z[4], b = _mm512_shuffle_epi8(*c, swap);
 
-    counters(k, c, z, 4);
+    *c = _mm512_add_epi32(*c, sixteen);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        z[j] = _mm512_ternarylogic_epi64(b, k->rk[0], lanes[j], 0x96);
     rounds_mid(k, rounds, z, 4);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
@@ -189,39 +198,64 @@ TGT_GV INLINE void aes16(const gv_key *k, int rounds, __m512i *c, const uint8_t 
     }
 }
 
+/* 1..15 blocks as one group of 1..4 registers from the counter cn (ctr form), moved on by n. */
+TGT_GV INLINE void small(const gv_key *k, int rounds, __m128i *cn, __m128i *h, const uint8_t *in, uint8_t *out,
+                         size_t n, int enc)
+{
+    const __m512i lanes = _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0);
+    __m512i c = _mm512_add_epi32(_mm512_broadcast_i32x4(*cn), lanes);
+
+    *cn = _mm_add_epi32(*cn, _mm_set_epi32((int)n, 0, 0, 0));
+    switch ((n + 3) / 4) {
+    case 1: group(k, rounds, &c, h, in, out, n, 1, enc); break;
+    case 2: group(k, rounds, &c, h, in, out, n, 2, enc); break;
+    case 3: group(k, rounds, &c, h, in, out, n, 3, enc); break;
+    case 4: group(k, rounds, &c, h, in, out, n, 4, enc); break;
+    default: break;
+    }
+}
+
+/* A head up to a counter with its low four bits zero (as small), then groups of sixteen, each
+ * hashed while the next one's rounds run, then a tail (as small). */
 TGT_GV INLINE void blocks_r(const gv_key *k, int rounds, __m128i *ctr, __m128i *x, const uint8_t *in, uint8_t *out,
                             size_t n, int enc)
 {
-    const __m512i lanes = _mm512_set_epi32(3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0);
-    __m512i c = _mm512_add_epi32(_mm512_broadcast_i32x4(*ctr), lanes);
-    __m128i h = *x;   /* a local: through *x every group would wait on a store and a load */
+    __m128i h = *x, cn = *ctr;   /* locals: through *x every group would wait on a store and a load */
 
-    *ctr = _mm_add_epi32(*ctr, _mm_set_epi32((int)(uint32_t)n, 0, 0, 0));   /* inc32 by n, mod 2^32 */
-    if (n >= 16) {
-        __m512i d[4];
+    if (n >= 32) {
+        size_t head = (16 - ((uint32_t)_mm_extract_epi32(cn, 3) & 15)) & 15;
+        __m512i lanes[4], c, d[4];
 
-        aes16(k, rounds, &c, in, out, d, enc);
+        if (head != 0) {
+            small(k, rounds, &cn, &h, in, out, head, enc);
+            in += 16 * head, out += 16 * head, n -= head;
+        }
+        for (int j = 0; j < 4; j++)   /* lane i of register j: counter + 4j + i, in the last byte */
+            lanes[j] = _mm512_set_epi32((4 * j + 3) << 24, 0, 0, 0, (4 * j + 2) << 24, 0, 0, 0,
+                                        (4 * j + 1) << 24, 0, 0, 0, (4 * j) << 24, 0, 0, 0);
+        c = _mm512_broadcast_i32x4(cn);
+        cn = _mm_add_epi32(cn, _mm_set_epi32((int)(uint32_t)(n & ~(size_t)15), 0, 0, 0));   /* inc32, mod 2^32 */
+        aes16(k, rounds, &c, lanes, in, out, d, enc);
         for (n -= 16, in += 256, out += 256; n >= 16; n -= 16, in += 256, out += 256) {
             __m512i e[4];
 
             /* the previous group's hash first: its inputs are ready, so it issues beside this
              * group's rounds instead of waiting behind them */
             h = hash_regs(k, h, d, 4, 16, 0xff);
-            aes16(k, rounds, &c, in, out, e, enc);
+            aes16(k, rounds, &c, lanes, in, out, e, enc);
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++)
                 d[j] = e[j];
         }
         h = hash_regs(k, h, d, 4, 16, 0xff);
     }
-    switch ((n + 3) / 4) {
-    case 1: group(k, rounds, &c, &h, in, out, n, 1, enc); break;
-    case 2: group(k, rounds, &c, &h, in, out, n, 2, enc); break;
-    case 3: group(k, rounds, &c, &h, in, out, n, 3, enc); break;
-    case 4: group(k, rounds, &c, &h, in, out, n, 4, enc); break;
-    default: break;
+    while (n > 0) {
+        size_t m = n < 16 ? n : 16;
+        small(k, rounds, &cn, &h, in, out, m, enc);
+        in += 16 * m, out += 16 * m, n -= m;
     }
     *x = h;
+    *ctr = cn;
 }
 
 #define PER_ROUNDS(r)                                                                                     \
