@@ -65,26 +65,18 @@ static void gv_cleanse(acc_gcm_state *s)
 
 /* ---- Message ---- */
 
-/* x = GHASH of len bytes, the last block zero-padded, continued from x. */
+/* x = GHASH of len bytes (public: AAD or IV), the last block zero-padded by a masked load. */
 TGT_GV static void hash_bytes(const gv_key *k, __m128i *x, const uint8_t *p, size_t len)
 {
-    uint8_t last[16] = { 0 };
-
     gv_ghash(k, x, p, len / 16);
-    if (len % 16 != 0) {
-        memcpy(last, p + (len & ~(size_t)15), len % 16);
-        gv_ghash(k, x, last, 1);
-        OPENSSL_cleanse(last, sizeof(last));
-    }
+    if (len % 16 != 0)
+        *x = gv_ghash1(k, *x, _mm_maskz_loadu_epi8((__mmask16)((1u << (len % 16)) - 1), p + (len & ~(size_t)15)));
 }
 
-/* GCM's 64-bit big-endian bit counts, a then b, as one block. */
-static void lengths_block(uint8_t b[16], uint64_t a, uint64_t c)
+/* GCM's 64-bit big-endian bit counts, a then c, as one block. */
+TGT_GV static __m128i lengths_block(uint64_t a, uint64_t c)
 {
-    for (int i = 0; i < 8; i++) {
-        b[i] = (uint8_t)((a * 8) >> (56 - 8 * i));
-        b[8 + i] = (uint8_t)((c * 8) >> (56 - 8 * i));
-    }
+    return _mm_set_epi64x((long long)__builtin_bswap64(c * 8), (long long)__builtin_bswap64(a * 8));
 }
 
 /* The message's fixed part: J0 (from a 96-bit IV, or hashed from any other), E(K, J0), and the
@@ -100,11 +92,9 @@ TGT_GV static void start_iv(gv_state *g, const uint8_t *iv, size_t ivlen)
         b[15] = 1;
         j0 = LD(b);
     } else {
-        uint8_t b[16];
         __m128i x = _mm_setzero_si128();
         hash_bytes(&g->k, &x, iv, ivlen);
-        lengths_block(b, 0, ivlen);
-        gv_ghash(&g->k, &x, b, 1);
+        x = gv_ghash1(&g->k, x, lengths_block(0, ivlen));
         j0 = _mm_shuffle_epi8(x, GV_BSWAP());
     }
     m->ek0 = gv_encrypt1(&g->k, j0);
@@ -151,7 +141,7 @@ static size_t partial(gv_msg *m, const uint8_t *in, uint8_t *out, size_t len)
 
 TGT_GV static void close_block(gv_state *g)
 {
-    gv_ghash(&g->k, &g->m.x, g->m.pb, 1);
+    g->m.x = gv_ghash1(&g->k, g->m.x, LD(g->m.pb));
     memset(g->m.pb, 0, sizeof(g->m.pb));
     memset(g->m.ks, 0, sizeof(g->m.ks));
     g->m.plen = 0;
@@ -182,25 +172,27 @@ TGT_GV static int gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, s
     return 1;
 }
 
+/* Encrypting, the tag straight to the caller; decrypting, the computed tag compared in constant time
+ * and wiped. */
 TGT_GV static int gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
 {
     gv_state *g = (gv_state *)s;
     gv_msg *m = &g->m;
-    uint8_t b[16], t[16];
+    __m128i t;
+    uint8_t b[16];
     int ok;
 
     if (m->plen != 0)
         close_block(g);   /* pb is zero beyond plen */
-    lengths_block(b, m->aadlen, m->datalen);
-    gv_ghash(&g->k, &m->x, b, 1);
-    ST(t, _mm_xor_si128(_mm_shuffle_epi8(m->x, GV_BSWAP()), m->ek0));
+    m->x = gv_ghash1(&g->k, m->x, lengths_block(m->aadlen, m->datalen));
+    t = _mm_xor_si128(_mm_shuffle_epi8(m->x, GV_BSWAP()), m->ek0);
     if (m->enc) {
-        memcpy(tag, t, ACC_GCM_TAG_LEN);
-        ok = 1;
-    } else {
-        ok = taglen > 0 && taglen <= ACC_GCM_TAG_LEN && CRYPTO_memcmp(t, tag, taglen) == 0;
+        ST(tag, t);
+        return 1;
     }
-    OPENSSL_cleanse(t, sizeof(t));
+    ST(b, t);
+    ok = taglen > 0 && taglen <= ACC_GCM_TAG_LEN && CRYPTO_memcmp(b, tag, taglen) == 0;
+    OPENSSL_cleanse(b, sizeof(b));
     return ok;
 }
 

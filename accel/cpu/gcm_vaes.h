@@ -49,6 +49,8 @@ void gv_ghash(const gv_key *k, __m128i *x, const uint8_t *in, size_t nblocks);
 /* blocks: nblocks whole blocks from in to out (in == out legal) with counter blocks from *ctr
  * (moved on by inc32), their ciphertext (out when enc, else in) hashed into *x. */
 void gv_blocks(const gv_key *k, __m128i *ctr, __m128i *x, const uint8_t *in, uint8_t *out, size_t nblocks, int enc);
+/* x with one more block b (GCM's byte order) hashed in. */
+__m128i gv_ghash1(const gv_key *k, __m128i x, __m128i b);
 /* One AES block: E(K, b) for a block b in GCM's byte order. */
 __m128i gv_encrypt1(const gv_key *k, __m128i b);
 /* The hash key powers from H = E(K, 0^128). */
