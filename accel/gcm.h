@@ -83,12 +83,16 @@ void acc_gcm_inc32(uint8_t ctr[16], uint64_t n);
 int acc_gcm_ctr32(const acc_engine *eng, const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t nblocks,
                   const uint8_t ctr[16]);
 
+/* accel/cpu/gcm_vaes.c: accelaes's own engine (VAES, VPCLMULQDQ, AVX-512); NULL where the CPU
+ * lacks them or ACCELAES_NO_VAES=1. */
+const acc_gcm_engine *acc_gcm_engine_vaes(void);
 /* accel/cpu/gcm_imb.c: intel-ipsec-mb's GCM API; NULL without the library or without AES-NI. */
 const acc_gcm_engine *acc_gcm_engine_imb(void);
 /* accel/cpu/gcm_evp.c: nested EVP into the default provider in a private library context. */
 const acc_gcm_engine *acc_gcm_engine_evp(void);
-/* ipsec-mb where usable, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP (tests).
- * Read once per process (engine_select.c). */
+/* The VAES engine where the CPU has it, else ipsec-mb where usable, else nested EVP.
+ * ACCELAES_GCM_ENGINE=vaes|imb|evp picks one (tests; one this machine lacks gives nested EVP);
+ * ACCELAES_FORCE_EVP_ENGINE=1 forces EVP. Read once per process (engine_select.c). */
 const acc_gcm_engine *acc_gcm_engine_default(void);
 
 /* accel/cpu/evp_engine.c: its private library context (default provider), NULL if it cannot

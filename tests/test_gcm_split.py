@@ -126,6 +126,9 @@ def test_gcm_split_matches_default(stat_tool, gcm_split_env):
     assert results[-1]["checked"] == 40
     totals = stat_totals(stat_tool, gcm_split_env)
     no_lanes = lanes_missing()
+    if os.environ.get("ACCELAES_GCM_ENGINE") == "evp" and totals["split_bytes"] == 0:
+        pytest.skip("the bytes and tags checked, the split not: the nested-EVP GCM engine (ACCELAES_GCM_ENGINE=evp) "
+                    "has no split hooks")
     if no_lanes and totals["split_bytes"] == 0:
         # GCM then runs on the nested default (gcm_evp.c), which has no split hooks
         pytest.skip(f"the bytes and tags checked, the split not: no intel-ipsec-mb GCM engine ({no_lanes})")

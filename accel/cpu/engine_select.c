@@ -1,6 +1,6 @@
 /* accel/cpu/engine_select.c: picks the inline engine once per process: AES-NI (with VAES where
  * available) when the CPU has it, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP.
- * Likewise the GCM engine: intel-ipsec-mb, else nested EVP. */
+ * Likewise the GCM engine: accelaes's VAES engine, else intel-ipsec-mb, else nested EVP. */
 #define _GNU_SOURCE   /* secure_getenv */
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,15 +31,21 @@ const acc_engine *acc_engine_default(void)
 
 static const acc_gcm_engine *g_gcm_default;
 
+/* ACCELAES_GCM_ENGINE names one engine (tests run each the machine has); one that is not
+ * available here, or an unknown name, gives the nested EVP engine, which always is. */
 static void choose_gcm_default(void)
 {
     const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
-    const acc_gcm_engine *imb = acc_gcm_engine_imb();
+    const char *pick = secure_getenv("ACCELAES_GCM_ENGINE");
+    const acc_gcm_engine *e;
 
-    if ((force != NULL && strcmp(force, "1") == 0) || imb == NULL)
-        g_gcm_default = acc_gcm_engine_evp();
-    else
-        g_gcm_default = imb;
+    if (force != NULL && strcmp(force, "1") == 0)
+        e = NULL;
+    else if (pick != NULL && *pick != '\0')
+        e = strcmp(pick, "vaes") == 0 ? acc_gcm_engine_vaes() : strcmp(pick, "imb") == 0 ? acc_gcm_engine_imb() : NULL;
+    else if ((e = acc_gcm_engine_vaes()) == NULL)
+        e = acc_gcm_engine_imb();
+    g_gcm_default = e != NULL ? e : acc_gcm_engine_evp();
 }
 
 /* Read once, as the block engine: contexts hold the engine's key data. */

@@ -1,0 +1,329 @@
+/* accel/cpu/gcm_vaes.c: accelaes's own GCM engine for cores with VAES, VPCLMULQDQ and AVX-512
+ * (accel/gcm.h's interface): the message's stream (AAD, the partial block between updates of
+ * any split, the tag), the split's hooks and the default's wiped state. The block work is in
+ * gcm_vaes_k.c; the layout and GHASH's representation in gcm_vaes.h. Chosen ahead of
+ * intel-ipsec-mb by acc_gcm_engine_default (engine_select.c). Constant time: lengths are the
+ * only values that steer it; the tag is compared with CRYPTO_memcmp. */
+#include <pthread.h>
+#include <string.h>
+#include <cpuid.h>
+#include <openssl/crypto.h>
+#include "accel/gcm.h"
+#include "accel/cpu/gcm_vaes.h"
+
+_Static_assert(sizeof(gv_state) <= sizeof(acc_gcm_state), "the VAES GCM state does not fit ACC_GCM_STATE_SIZE");
+
+#define LD(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define ST(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
+
+/* ---- Key ---- */
+
+/* The round keys broadcast into the key data, H = E(K, 0) and its powers. t and the locals here
+ * are the only copies outside the state; t is cleansed by the caller. */
+TGT_GV static void setup(gv_key *k, const acc_aes_key *t)
+{
+    __m128i h;
+
+    k->rounds = t->rounds;
+    for (int r = 0; r <= t->rounds; r++)
+        k->rk[r] = _mm512_broadcast_i32x4(LD(t->enc + 16 * r));
+    h = gv_encrypt1(k, _mm_setzero_si128());
+    gv_powers(k, h);
+    h = _mm_setzero_si128();
+    __asm__ volatile("" : : "x"(h) : "memory");
+}
+
+static int gv_set_key(acc_gcm_state *s, const uint8_t *key, size_t keylen)
+{
+    gv_state *g = (gv_state *)s;
+    const acc_engine *ni = acc_engine_aesni();
+    acc_aes_key t;
+    int ok;
+
+    OPENSSL_cleanse(s, sizeof(*s));
+    if (ni == NULL || (keylen != 16 && keylen != 24 && keylen != 32))
+        return 0;
+    ok = ni->set_key(&t, key, keylen, 1);
+    if (ok)
+        setup(&g->k, &t);
+    OPENSSL_cleanse(&t, sizeof(t));
+    return ok;
+}
+
+/* Plain data: the byte copy is a whole copy. */
+static int gv_copy(acc_gcm_state *dst, const acc_gcm_state *src)
+{
+    (void)dst;
+    (void)src;
+    return 1;
+}
+
+static void gv_cleanse(acc_gcm_state *s)
+{
+    OPENSSL_cleanse(s, sizeof(*s));
+}
+
+/* ---- Message ---- */
+
+/* x = GHASH of len bytes (public: AAD or IV), the last block zero-padded by a masked load. */
+TGT_GV static void hash_bytes(const gv_key *k, __m128i *x, const uint8_t *p, size_t len)
+{
+    gv_ghash(k, x, p, len / 16);
+    if (len % 16 != 0)
+        *x = gv_ghash1(k, *x, _mm_maskz_loadu_epi8((__mmask16)((1u << (len % 16)) - 1), p + (len & ~(size_t)15)));
+}
+
+/* GCM's 64-bit big-endian bit counts, a then c, as one block. */
+TGT_GV static __m128i lengths_block(uint64_t a, uint64_t c)
+{
+    return _mm_set_epi64x((long long)__builtin_bswap64(c * 8), (long long)__builtin_bswap64(a * 8));
+}
+
+/* The message's fixed part: J0 (from a 96-bit IV, or hashed from any other), E(K, J0), and the
+ * counter of the first data block, inc32(J0). */
+TGT_GV static void start_iv(gv_state *g, const uint8_t *iv, size_t ivlen)
+{
+    gv_msg *m = &g->m;
+    __m128i j0;
+
+    if (ivlen == 12) {
+        uint8_t b[16] = { 0 };
+        memcpy(b, iv, 12);
+        b[15] = 1;
+        j0 = LD(b);
+    } else {
+        __m128i x = _mm_setzero_si128();
+        hash_bytes(&g->k, &x, iv, ivlen);
+        x = gv_ghash1(&g->k, x, lengths_block(0, ivlen));
+        j0 = _mm_shuffle_epi8(x, GV_BSWAP());
+    }
+    m->ek0 = gv_encrypt1(&g->k, j0);
+    m->ctr = _mm_add_epi32(_mm_shuffle_epi8(j0, GV_CTR_SWAP()), _mm_set_epi32(1, 0, 0, 0));
+}
+
+static void msg_reset(gv_msg *m, int enc, size_t aadlen)
+{
+    m->x = _mm_setzero_si128();
+    memset(m->ks, 0, sizeof(m->ks));
+    memset(m->pb, 0, sizeof(m->pb));
+    m->aadlen = aadlen;
+    m->datalen = 0;
+    m->plen = 0;
+    m->enc = enc;
+}
+
+static int gv_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
+{
+    gv_state *g = (gv_state *)s;
+
+    if (ivlen == 0 || g->k.rounds == 0)
+        return 0;
+    msg_reset(&g->m, enc, aadlen);
+    start_iv(g, iv, ivlen);
+    hash_bytes(&g->k, &g->m.x, aad, aadlen);
+    return 1;
+}
+
+/* Bytes into the open partial block: its keystream, its ciphertext kept for the hash. In place
+ * is legal: each input byte is read before its output byte is written. */
+static size_t partial(gv_msg *m, const uint8_t *in, uint8_t *out, size_t len)
+{
+    size_t n = 16 - m->plen < len ? 16 - m->plen : len;
+
+    for (size_t i = 0; i < n; i++) {
+        uint8_t a = in[i], c = (uint8_t)(a ^ m->ks[m->plen + i]);
+        m->pb[m->plen + i] = m->enc ? c : a;
+        out[i] = c;
+    }
+    m->plen += (unsigned)n;
+    return n;
+}
+
+TGT_GV static void close_block(gv_state *g)
+{
+    g->m.x = gv_ghash1(&g->k, g->m.x, LD(g->m.pb));
+    memset(g->m.pb, 0, sizeof(g->m.pb));
+    memset(g->m.ks, 0, sizeof(g->m.ks));
+    g->m.plen = 0;
+}
+
+TGT_GV static int gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len)
+{
+    gv_state *g = (gv_state *)s;
+    gv_msg *m = &g->m;
+    size_t n;
+
+    m->datalen += len;
+    if (m->plen != 0) {
+        n = partial(m, in, out, len);
+        in += n, out += n, len -= n;
+        if (m->plen < 16)
+            return 1;
+        close_block(g);
+    }
+    gv_blocks(&g->k, &m->ctr, &m->x, in, out, len / 16, m->enc);
+    n = len & ~(size_t)15;
+    in += n, out += n, len -= n;
+    if (len > 0) {   /* a new partial block: its keystream now, its hash when it is whole */
+        ST(m->ks, gv_encrypt1(&g->k, _mm_shuffle_epi8(m->ctr, GV_CTR_SWAP())));
+        m->ctr = _mm_add_epi32(m->ctr, _mm_set_epi32(1, 0, 0, 0));
+        partial(m, in, out, len);
+    }
+    return 1;
+}
+
+/* Encrypting, the tag straight to the caller; decrypting, the computed tag compared in constant time
+ * and wiped. */
+TGT_GV static int gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
+{
+    gv_state *g = (gv_state *)s;
+    gv_msg *m = &g->m;
+    __m128i t;
+    uint8_t b[16];
+    int ok;
+
+    if (m->plen != 0)
+        close_block(g);   /* pb is zero beyond plen */
+    m->x = gv_ghash1(&g->k, m->x, lengths_block(m->aadlen, m->datalen));
+    t = _mm_xor_si128(_mm_shuffle_epi8(m->x, GV_BSWAP()), m->ek0);
+    if (m->enc) {
+        ST(tag, t);
+        return 1;
+    }
+    ST(b, t);
+    ok = taglen > 0 && taglen <= ACC_GCM_TAG_LEN && CRYPTO_memcmp(b, tag, taglen) == 0;
+    OPENSSL_cleanse(b, sizeof(b));
+    return ok;
+}
+
+static int gv_set_dir(acc_gcm_state *s, int enc)
+{
+    ((gv_state *)s)->m.enc = enc;
+    return 1;
+}
+
+/* ---- The split's hooks (accel/gcm.h, provider/gcm_split.c) ----
+ * The state is ours, so they read and write it directly: the split happens only between whole
+ * blocks (no partial block open), where x and ctr are exactly "after these blocks". */
+
+TGT_GV static int gv_split_get(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16], uint8_t h[16])
+{
+    const gv_state *g = (const gv_state *)s;
+
+    if (g->m.plen != 0)
+        return 0;
+    ST(ghash, _mm_shuffle_epi8(g->m.x, GV_BSWAP()));
+    ST(ctr, _mm_shuffle_epi8(g->m.ctr, GV_CTR_SWAP()));
+    ST(h, gv_encrypt1(&g->k, _mm_setzero_si128()));
+    return 1;
+}
+
+TGT_GV static void gv_split_ghash(const acc_gcm_state *s, const uint8_t *in, size_t nblocks, uint8_t state[16])
+{
+    __m128i x = _mm_shuffle_epi8(LD(state), GV_BSWAP());
+
+    gv_ghash(&((const gv_state *)s)->k, &x, in, nblocks);
+    ST(state, _mm_shuffle_epi8(x, GV_BSWAP()));
+}
+
+TGT_GV static void gv_split_put(acc_gcm_state *s, const uint8_t ghash[16], uint64_t nblocks)
+{
+    gv_msg *m = &((gv_state *)s)->m;
+
+    m->x = _mm_shuffle_epi8(LD(ghash), GV_BSWAP());
+    m->ctr = _mm_add_epi32(m->ctr, _mm_set_epi32((int)(uint32_t)nblocks, 0, 0, 0));   /* inc32, mod 2^32 */
+    m->datalen += nblocks * 16;
+}
+
+/* One range in one stitched pass, with a counter and GHASH of its own (from zero). */
+TGT_GV static void gv_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out,
+                                  size_t nblocks, uint8_t ghash[16])
+{
+    const gv_state *g = (const gv_state *)s;
+    __m128i c = _mm_shuffle_epi8(LD(ctr), GV_CTR_SWAP()), x = _mm_setzero_si128();
+
+    gv_blocks(&g->k, &c, &x, in, out, nblocks, g->m.enc);
+    ST(ghash, _mm_shuffle_epi8(x, GV_BSWAP()));
+}
+
+/* ---- The default's wiped state (accel/gcm.h: restart_zero) ----
+ * No E(K, J0) on the tag, the AAD hashed from zero, and the first data block's counter block the
+ * all-zero block plus `wiped_first`: which one the running default provider takes differs between
+ * its code paths (3.0's and 3.5's CTR32 path: 0; 3.5's AVX-512 path increments first: 1), so it is
+ * asked once per process, on a public key and zero data, through the nested-EVP engine (the default
+ * itself), and compared with E(K, 0) and E(K, 1); 0 where it cannot be asked. */
+static uint32_t wiped_first;
+static pthread_once_t wiped_once = PTHREAD_ONCE_INIT;
+
+TGT_GV static void wiped_probe(void)
+{
+    static const uint8_t key[16] = { 0x61, 0x63, 0x63, 0x65, 0x6c, 0x61, 0x65, 0x73 };
+    static const uint8_t zero[16];
+    static acc_gcm_state r, m;   /* 64-byte aligned; run once */
+    const acc_gcm_engine *ref = acc_gcm_engine_evp();
+    uint8_t want[16], got[16];
+
+    if (ref != NULL && ref->set_key(&r, key, sizeof(key)) && ref->restart_zero(&r, 1, key, sizeof(key), NULL, 0)
+        && ref->update(&r, zero, want, sizeof(want)) && gv_set_key(&m, key, sizeof(key)))
+        for (uint32_t first = 0; first < 2; first++) {
+            ST(got, gv_encrypt1(&((gv_state *)&m)->k, _mm_set_epi32((int)__builtin_bswap32(first), 0, 0, 0)));
+            if (memcmp(got, want, sizeof(got)) == 0) {
+                wiped_first = first;
+                break;
+            }
+        }
+    if (ref != NULL)
+        ref->cleanse(&r);
+    gv_cleanse(&m);
+}
+
+TGT_GV static int gv_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key, size_t keylen, const uint8_t *aad,
+                                  size_t aadlen)
+{
+    gv_state *g = (gv_state *)s;
+
+    (void)key;
+    (void)keylen;
+    if (g->k.rounds == 0)
+        return 0;
+    pthread_once(&wiped_once, wiped_probe);
+    msg_reset(&g->m, enc, aadlen);
+    g->m.ek0 = _mm_setzero_si128();
+    g->m.ctr = _mm_set_epi32((int)wiped_first, 0, 0, 0);
+    hash_bytes(&g->k, &g->m.x, aad, aadlen);
+    return 1;
+}
+
+static const acc_gcm_engine gv_engine = {
+    .name = "vaes-gcm",
+    .set_key = gv_set_key,
+    .copy = gv_copy,
+    .cleanse = gv_cleanse,
+    .start = gv_start,
+    .update = gv_update,
+    .finish = gv_finish,
+    .split_get = gv_split_get,
+    .ghash = gv_split_ghash,
+    .split_put = gv_split_put,
+    .split_range = gv_split_range,
+    .restart_zero = gv_restart_zero,
+    .set_dir = gv_set_dir,
+};
+
+/* Asked once, by engine_select.c. VAES on zmm as the block engine found it (aesni.c: CPU and OS, and ACCELAES_NO_VAES), plus
+ * VPCLMULQDQ, PCLMULQDQ and AVX512VL, which this engine uses besides. */
+static int cpu_has_gcm_vaes(void)
+{
+    const acc_engine *ni = acc_engine_aesni();
+    unsigned a, b, c, d;
+
+    if (ni == NULL || strcmp(ni->name, "aesni-vaes") != 0 || !__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_PCLMUL))
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b & bit_AVX512VL) && (c & bit_VPCLMULQDQ);
+}
+
+const acc_gcm_engine *acc_gcm_engine_vaes(void)
+{
+    return cpu_has_gcm_vaes() ? &gv_engine : NULL;
+}
