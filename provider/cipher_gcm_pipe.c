@@ -12,7 +12,9 @@
 #include <openssl/proverr.h>
 #include "provider/cipher_gcm.h"
 #include "provider/ctx_alloc.h"
+#include "provider/policy.h"
 #include "provider/prov.h"
+#include "scheduler/sched.h"
 
 #define PIPE_MAX 32 /* EVP_MAX_PIPES in 3.5's evp.h: EVP refuses more before we are asked */
 #define GCM_MAX_DATA ((UINT64_C(1) << 36) - 32)
@@ -312,18 +314,71 @@ static int aad_add(pipe_msg *m, const unsigned char *aad, size_t len)
     return 1;
 }
 
-/* Open pipe i's message in its engine state: the IV and the whole AAD. */
-static int msg_start(acc_gcm_ctx *g, const acc_gcm_pipe *p, pipe_msg *m, size_t i)
+/* Open a pipe's message in its engine state: the IV and the whole AAD (raises nothing: it may run
+ * on a pool thread). */
+static int msg_start(const acc_gcm_ctx *g, const acc_gcm_pipe *p, pipe_msg *m)
 {
-    if (m->state == PIPE_DATA)
-        return 1;
-    if (!g->geng->start(&m->st, p->enc, m->iv, g->ivlen, m->aad, m->aadlen)) {
-        m->state = PIPE_DONE;
-        acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine could not start pipe %zu", g->geng->name, i);
+    if (m->state != PIPE_DATA && !g->geng->start(&m->st, p->enc, m->iv, g->ivlen, m->aad, m->aadlen))
         return 0;
-    }
     m->state = PIPE_DATA;
     return 1;
+}
+
+/* One update's data, pipe by pipe: on the caller's thread, or over the worker pool (one pipe a
+ * piece: the pipes' states are apart) where the batch is as large as a GCM split asks for (the
+ * policy's split_min_gcm). A pipe's failure is raised by the caller after the run: an error raised
+ * on a pool thread would land in that thread's queue. */
+typedef struct {
+    acc_gcm_ctx *g;
+    acc_gcm_pipe *p;
+    unsigned char **out;
+    const unsigned char **in;
+    const size_t *inl;
+    uint8_t failed[PIPE_MAX];          /* 1: the start failed, 2: the update */
+} pipe_job;
+
+static void pipe_data(void *arg, size_t i)
+{
+    pipe_job *j = arg;
+    pipe_msg *m = &j->p->msg[i];
+    const acc_gcm_engine *geng = j->g->geng;
+
+    if (j->inl[i] == 0)
+        return;
+    if (!msg_start(j->g, j->p, m)) {
+        j->failed[i] = 1;
+        return;
+    }
+    if (!geng->update(&m->st, j->in[i], j->out[i], j->inl[i]))
+        j->failed[i] = 2;
+    else
+        m->msglen += j->inl[i];
+}
+
+static int data_run(acc_gcm_ctx *g, acc_gcm_pipe *p, unsigned char **out, const unsigned char **in,
+                    const size_t *inl)
+{
+    pipe_job j = { .g = g, .p = p, .out = out, .in = in, .inl = inl };
+    size_t total = 0;
+    int ok = 1;
+
+    for (size_t i = 0; i < p->n; i++)
+        total += inl[i];
+    if (p->n > 1 && acc_policy_split_gcm(&g->base.prov->policy, total))
+        acc_pool_run_bytes(pipe_data, &j, p->n, acc_sched_cpu_units() - 1, total / p->n);
+    else
+        for (size_t i = 0; i < p->n; i++)
+            pipe_data(&j, i);
+    for (size_t i = 0; i < p->n; i++) {
+        if (j.failed[i] == 0)
+            continue;
+        p->msg[i].state = PIPE_DONE;   /* the message is lost: no output is left behind */
+        OPENSSL_cleanse(out[i], inl[i]);
+        acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine failed to %s pipe %zu", g->geng->name,
+                  j.failed[i] == 1 ? "start" : "update", i);
+        ok = 0;
+    }
+    return ok;
 }
 
 /* out == NULL: in[] is each pipe's AAD (outl = inl, as a single GCM's AAD update says). */
@@ -341,25 +396,15 @@ int acc_gcm_pipe_update(void *vctx, size_t numpipes, unsigned char **out, size_t
     }
     if (!update_check(p, out, outsize, in, inl))
         return 0;
-    for (size_t i = 0; i < p->n; i++) {
-        pipe_msg *m = &p->msg[i];
-
-        if (out == NULL) {
-            if (!aad_add(m, in[i], inl[i]))
+    if (out == NULL) {
+        for (size_t i = 0; i < p->n; i++)
+            if (!aad_add(&p->msg[i], in[i], inl[i]))
                 return 0;
-        } else if (inl[i] > 0) {
-            if (!msg_start(g, p, m, i))
-                return 0;
-            if (!g->geng->update(&m->st, in[i], out[i], inl[i])) {
-                m->state = PIPE_DONE;
-                OPENSSL_cleanse(out[i], inl[i]);
-                acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine failed on pipe %zu", g->geng->name, i);
-                return 0;
-            }
-            m->msglen += inl[i];
-        }
-        outl[i] = inl[i];
+    } else if (!data_run(g, p, out, in, inl)) {
+        return 0;
     }
+    for (size_t i = 0; i < p->n; i++)
+        outl[i] = inl[i];
     return 1;
 }
 
@@ -385,8 +430,11 @@ int acc_gcm_pipe_final(void *vctx, size_t numpipes, unsigned char **out, size_t 
     for (size_t i = 0; i < p->n; i++) {
         pipe_msg *m = &p->msg[i];
 
-        if (!msg_start(g, p, m, i))
+        if (!msg_start(g, p, m)) {
+            m->state = PIPE_DONE;
+            acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine could not start pipe %zu", g->geng->name, i);
             return 0;
+        }
         m->state = PIPE_DONE;
         if (!g->geng->finish(&m->st, m->tag, p->enc ? ACC_GCM_TAG_LEN : m->taglen))
             ok = 0;
