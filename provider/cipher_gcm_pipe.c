@@ -36,6 +36,7 @@ typedef struct pipe_msg {
 
 struct acc_gcm_pipe {
     size_t n, cap;         /* pipes of this init; states allocated */
+    size_t ivlen;          /* the IVs' length, as the init gave them */
     int enc;
     pipe_msg *msg;         /* cap states, from acc_ctx_alloc (64-byte aligned) */
 };
@@ -86,6 +87,7 @@ int acc_gcm_pipe_dup(acc_gcm_ctx *d, const acc_gcm_ctx *s)
     dp->cap = sp->cap;
     dp->n = sp->n;
     dp->enc = sp->enc;
+    dp->ivlen = sp->ivlen;
     d->pipe = dp;
     for (size_t i = 0; i < sp->cap; i++) {
         const pipe_msg *sm = &sp->msg[i];
@@ -180,6 +182,8 @@ static int pipe_init(acc_gcm_ctx *g, const unsigned char *key, size_t keylen, si
     g->base.enc = enc;
     p->enc = enc;
     p->n = n;
+    if (iv != NULL)
+        p->ivlen = ivlen;
     if (key != NULL && !(g->key_set && CRYPTO_memcmp(g->base.rawkey, key, keylen) == 0)) {
         for (size_t i = 0; i < p->cap; i++)
             if (p->msg[i].keyed) {
@@ -318,7 +322,7 @@ static int aad_add(pipe_msg *m, const unsigned char *aad, size_t len)
  * on a pool thread). */
 static int msg_start(const acc_gcm_ctx *g, const acc_gcm_pipe *p, pipe_msg *m)
 {
-    if (m->state != PIPE_DATA && !g->geng->start(&m->st, p->enc, m->iv, g->ivlen, m->aad, m->aadlen))
+    if (m->state != PIPE_DATA && !g->geng->start(&m->st, p->enc, m->iv, p->ivlen, m->aad, m->aadlen))
         return 0;
     m->state = PIPE_DATA;
     return 1;

@@ -282,6 +282,18 @@ case("tag_length_0", lambda c: einit(c, enc=0) and set_params(c, tag_param(tags,
 case("tag_buffer_missing", lambda c: full_enc(c) and get_params(c, tag_param(tags[:3] + [None], 16)))
 case("update_null_lengths", lambda c: einit(c) and pupd(c, ptrs(outs), OUTL, L64, ptrs(data), None))
 case("default_provider", lambda c: einit(c, cipher=DEF[128]))
+# a context copied mid-batch (EVP_CIPHER_CTX_copy: the pipes' states copied) goes on as the original
+ctx_copy = proto("EVP_CIPHER_CTX_copy", c_int, [c_void_p, c_void_p])
+def copied(c):
+    d = ctx_new()
+    t2 = [ctypes.create_string_buffer(16) for _ in range(n)]
+    ok = (einit(c) and pupd(c, None, OUTL, None, ptrs(data[:n]), sizes([5] * n)) and ctx_copy(d, c)
+          and data_upd(c) and pfin(c, ptrs(outs), OUTL, L64) and get_params(c, tag_param(tags, 16))
+          and pupd(d, ptrs(outs), OUTL, L64, ptrs(data), L64) and pfin(d, ptrs(outs), OUTL, L64)
+          and get_params(d, tag_param(t2, 16)))
+    ctx_free(d)
+    return ok and [t.raw[:16] for t in tags] == [t.raw for t in t2]
+case("copy_ok", copied)
 # a correct run on the same kind of context, so that the cases above fail for their own reason
 case("control_ok", lambda c: full_enc(c) and get_params(c, tag_param(tags, 16)))
 emit(res)
@@ -296,6 +308,7 @@ def test_misuse_fails_with_an_error(env):
     assert rc == 0 and results, f"rc {rc}: {stderr[-3000:]}"
     res = results[-1]
     assert res.pop("control_ok") == [True, []]
+    assert res.pop("copy_ok") == [True, []], "a copied pipeline context does not go on as the original"
     assert len(res) == 19, sorted(res)
     silent = {k: v for k, v in res.items() if v[0] or not v[1]}
     assert silent == {}, f"misuse that succeeded or raised nothing: {silent}"
