@@ -59,8 +59,8 @@ static int batch_pipe(EVP_CIPHER_CTX *ctx, size_t n, size_t len)
     }
     prm[0] = OSSL_PARAM_construct_octet_ptr("pipeline-tag", (void **)&tpp, 16);
     return p_einit(ctx, NULL, key, sizeof(key), n, iv, 12) && p_update(ctx, NULL, outl, NULL, a, alen)
-           && p_update(ctx, out, outl, osz, src, dlen) && p_final(ctx, out, outl, osz)
-           && EVP_CIPHER_CTX_get_params(ctx, prm);
+        && p_update(ctx, out, outl, osz, src, dlen) && p_final(ctx, out, outl, osz)
+        && EVP_CIPHER_CTX_get_params(ctx, prm);
 }
 
 /* The same batch as N separate messages on one context (the key kept, a new IV each). */
@@ -123,7 +123,7 @@ static int setup(EVP_CIPHER_CTX *ctx[3])
     for (int k = 0; k < 3; k++)
         ctx[k] = EVP_CIPHER_CTX_new();
     return p_einit(ctx[0], acc, key, sizeof(key), 1, iv, 12) && EVP_EncryptInit_ex2(ctx[1], acc, key, ivs[0], NULL)
-           && EVP_EncryptInit_ex2(ctx[2], def, key, ivs[0], NULL);
+        && EVP_EncryptInit_ex2(ctx[2], def, key, ivs[0], NULL);
 }
 
 int main(int argc, char **argv)
@@ -154,8 +154,8 @@ int main(int argc, char **argv)
     }
     printf("%s, AES-128-GCM encrypt, %d rounds, min ns per batch (median); GB/s of data\n",
            OpenSSL_version(OPENSSL_VERSION), rounds);
-    printf("%6s %3s | %9s %9s %9s | %7s %7s %7s | %9s %9s\n", "bytes", "N", "pipe", "acc", "default", "pipe",
-           "acc", "default", "pipe/acc", "pipe/def");
+    printf("%6s %3s | %9s %9s %9s | %7s %7s %7s | %9s %9s\n", "bytes", "N", "pipe", "acc", "default", "pipe", "acc",
+           "default", "pipe/acc", "pipe/def");
     for (size_t s = 0; s < nsizes; s++)
         for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); j++) {
             double best[3], med[3], bytes = (double)(ns[j] * sizes[s]);

@@ -80,10 +80,10 @@ int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblock
 
 /* cipher_gcm_pipe.c: the pipeline functions (as 3.5's OSSL_FUNC_cipher_pipeline_*_fn), the
  * pipes' life (freed and copied with the context) and "pipeline-tag" (an array of tag buffers). */
-int acc_gcm_pipe_einit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes,
-                       const unsigned char **iv, size_t ivlen, const OSSL_PARAM params[]);
-int acc_gcm_pipe_dinit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes,
-                       const unsigned char **iv, size_t ivlen, const OSSL_PARAM params[]);
+int acc_gcm_pipe_einit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes, const unsigned char **iv,
+                       size_t ivlen, const OSSL_PARAM params[]);
+int acc_gcm_pipe_dinit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes, const unsigned char **iv,
+                       size_t ivlen, const OSSL_PARAM params[]);
 int acc_gcm_pipe_update(void *vctx, size_t numpipes, unsigned char **out, size_t *outl, const size_t *outsize,
                         const unsigned char **in, const size_t *inl);
 int acc_gcm_pipe_final(void *vctx, size_t numpipes, unsigned char **out, size_t *outl, const size_t *outsize);

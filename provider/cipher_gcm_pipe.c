@@ -23,22 +23,22 @@
 enum { PIPE_IDLE, PIPE_IV, PIPE_DATA, PIPE_DONE };
 
 typedef struct pipe_msg {
-    acc_gcm_state st;      /* first: 64-byte aligned; the key (copied from the context's) and message */
-    int keyed;             /* st holds the context's current key */
+    acc_gcm_state st; /* first: 64-byte aligned; the key (copied from the context's) and message */
+    int keyed;        /* st holds the context's current key */
     int state;
-    uint8_t *aad;          /* gathered until the data starts (the engine's start takes it whole) */
+    uint8_t *aad; /* gathered until the data starts (the engine's start takes it whole) */
     size_t aadlen, aadcap;
     uint64_t msglen;
-    size_t taglen;         /* decryption: the tag's length given (ACC_GCM_UNSET: none yet) */
+    size_t taglen; /* decryption: the tag's length given (ACC_GCM_UNSET: none yet) */
     uint8_t iv[ACC_GCM_IV_MAX];
     uint8_t tag[ACC_GCM_TAG_LEN];
 } pipe_msg;
 
 struct acc_gcm_pipe {
-    size_t n, cap;         /* pipes of this init; states allocated */
-    size_t ivlen;          /* the IVs' length, as the init gave them */
+    size_t n, cap; /* pipes of this init; states allocated */
+    size_t ivlen;  /* the IVs' length, as the init gave them */
     int enc;
-    pipe_msg *msg;         /* cap states, from acc_ctx_alloc (64-byte aligned) */
+    pipe_msg *msg; /* cap states, from acc_ctx_alloc (64-byte aligned) */
 };
 
 static int pipe_err(const char *fmt, const char *what, size_t i)
@@ -200,7 +200,7 @@ static int pipe_init(acc_gcm_ctx *g, const unsigned char *key, size_t keylen, si
             memcpy(m->iv, iv[i], ivlen);
             m->state = PIPE_IV;
         } else if (m->state == PIPE_DATA) {
-            m->state = PIPE_IDLE;   /* an open message ends with any init, its IV used */
+            m->state = PIPE_IDLE; /* an open message ends with any init, its IV used */
         }
         m->aadlen = 0;
         m->msglen = 0;
@@ -211,14 +211,14 @@ static int pipe_init(acc_gcm_ctx *g, const unsigned char *key, size_t keylen, si
     return acc_gcm_set_ctx_params(g, params);
 }
 
-int acc_gcm_pipe_einit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes,
-                       const unsigned char **iv, size_t ivlen, const OSSL_PARAM params[])
+int acc_gcm_pipe_einit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes, const unsigned char **iv,
+                       size_t ivlen, const OSSL_PARAM params[])
 {
     return pipe_init(vctx, key, keylen, numpipes, iv, ivlen, params, 1);
 }
 
-int acc_gcm_pipe_dinit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes,
-                       const unsigned char **iv, size_t ivlen, const OSSL_PARAM params[])
+int acc_gcm_pipe_dinit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes, const unsigned char **iv,
+                       size_t ivlen, const OSSL_PARAM params[])
 {
     return pipe_init(vctx, key, keylen, numpipes, iv, ivlen, params, 0);
 }
@@ -338,7 +338,7 @@ typedef struct {
     unsigned char **out;
     const unsigned char **in;
     const size_t *inl;
-    uint8_t failed[PIPE_MAX];          /* 1: the start failed, 2: the update */
+    uint8_t failed[PIPE_MAX]; /* 1: the start failed, 2: the update */
 } pipe_job;
 
 static void pipe_data(void *arg, size_t i)
@@ -359,8 +359,7 @@ static void pipe_data(void *arg, size_t i)
         m->msglen += j->inl[i];
 }
 
-static int data_run(acc_gcm_ctx *g, acc_gcm_pipe *p, unsigned char **out, const unsigned char **in,
-                    const size_t *inl)
+static int data_run(acc_gcm_ctx *g, acc_gcm_pipe *p, unsigned char **out, const unsigned char **in, const size_t *inl)
 {
     pipe_job j = { .g = g, .p = p, .out = out, .in = in, .inl = inl };
     size_t total = 0;
@@ -376,7 +375,7 @@ static int data_run(acc_gcm_ctx *g, acc_gcm_pipe *p, unsigned char **out, const 
     for (size_t i = 0; i < p->n; i++) {
         if (j.failed[i] == 0)
             continue;
-        p->msg[i].state = PIPE_DONE;   /* the message is lost: no output is left behind */
+        p->msg[i].state = PIPE_DONE; /* the message is lost: no output is left behind */
         OPENSSL_cleanse(out[i], inl[i]);
         acc_raise(ACC_R_ENGINE_FAILURE, "%s GCM engine failed to %s pipe %zu", g->geng->name,
                   j.failed[i] == 1 ? "start" : "update", i);
