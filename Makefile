@@ -201,7 +201,7 @@ test-release:
 # library's soname differs between releases) loaded by RELEASE's libcrypto must answer as RELEASE's default
 # provider: the decisions are taken at run time, not from the headers it was built with.
 CROSS_TESTS ?= tests/test_error_codes.py tests/test_params.py tests/test_gcm.py tests/test_skey.py \
-  tests/test_differential.py tests/test_tls_stitched.py
+  tests/test_differential.py tests/test_tls_stitched.py tests/test_pipeline.py
 .PHONY: test-release-cross
 test-release-cross:
 	$(MAKE) --no-print-directory BUILD=build/cross HAVE_IPSECMB= build-only

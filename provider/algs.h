@@ -7,7 +7,8 @@
 #include "provider/prov.h"
 
 extern const OSSL_ALGORITHM acc_cipher_algorithms[];
-extern const OSSL_ALGORITHM acc_gcm_cipher_algorithms[];   /* provider/cipher_gcm.c */
+/* provider/cipher_gcm.c: for the running libcrypto, with the pipeline functions on 3.5 and later. */
+const OSSL_ALGORITHM *acc_gcm_algorithms(void);
 extern const OSSL_ALGORITHM acc_xts_cipher_algorithms[];   /* provider/cipher_xts.c */
 extern const OSSL_ALGORITHM acc_rand_algorithms[];
 

@@ -7,6 +7,7 @@
 #include <openssl/core_dispatch.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include "provider/algs.h"
 #include "provider/cipher_gcm.h"
 #include "provider/compat.h"
 #include "provider/names.h"
@@ -47,6 +48,12 @@ static int gcm_on_dup(acc_cipher_ctx *dc, const acc_cipher_ctx *sc)
         OPENSSL_clear_free(d->aad, d->aadcap);
         return 0;
     }
+    if (!acc_gcm_pipe_dup(d, s)) {
+        if (s->key_set)
+            d->geng->cleanse(&d->st);
+        OPENSSL_clear_free(d->aad, d->aadcap);
+        return 0;
+    }
     return 1;
 }
 
@@ -54,6 +61,7 @@ static void gcm_on_free(acc_cipher_ctx *c)
 {
     acc_gcm_ctx *g = (acc_gcm_ctx *)c;
 
+    acc_gcm_pipe_free(g);
     if (g->key_set)
         g->geng->cleanse(&g->st);
     OPENSSL_clear_free(g->aad, g->aadcap);
@@ -65,7 +73,7 @@ static void gcm_on_free(acc_cipher_ctx *c)
 /* The same key again keeps its tables: ipsec-mb's key set-up (round keys and 48 powers of H)
  * costs more than a small record, and callers such as openssl speed give the key with every
  * record's IV. Compared in constant time; rawkey is cleansed with the context. */
-static int gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen)
+int acc_gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen)
 {
     if (g->key_set && CRYPTO_memcmp(g->base.rawkey, key, keylen) == 0)
         return 1;
@@ -110,7 +118,7 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
         }
         g->started = 0;   /* a message in flight ends with any key given */
         g->tls_enc_records = 0;
-        if (!gcm_set_key(g, key, keylen))
+        if (!acc_gcm_set_key(g, key, keylen))
             return 0;
         /* the default's setkey wipes an open message's GCM state but keeps its IV state: the
          * message goes on from zero, its AAD and data so far forgotten (a misuse; the same bytes) */
@@ -430,6 +438,31 @@ static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
 
 /* ======================== Dispatch tables ======================== */
 
+#define ACC_GCM_ENTRIES(kbits)                                                                  \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##gcm_newctx },                    \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))gcm_einit },                           \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))gcm_dinit },                           \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))gcm_skey_einit },                 \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))gcm_skey_dinit },                 \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))gcm_update },                                \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))gcm_final },                                  \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))gcm_oneshot_cipher },                        \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##gcm_get_params },            \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_gcm_get_ctx_params },            \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))acc_gcm_set_ctx_params },            \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_gcm_gettable_ctx_params },  \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))acc_gcm_settable_ctx_params }
+
+/* OpenSSL 3.5's pipelines (cipher_gcm_pipe.c): EVP_CIPHER_can_pipeline says yes for both directions. */
+#define ACC_GCM_PIPE_ENTRIES                                                                    \
+    { OSSL_FUNC_CIPHER_PIPELINE_ENCRYPT_INIT, (void (*)(void))acc_gcm_pipe_einit },             \
+        { OSSL_FUNC_CIPHER_PIPELINE_DECRYPT_INIT, (void (*)(void))acc_gcm_pipe_dinit },         \
+        { OSSL_FUNC_CIPHER_PIPELINE_UPDATE, (void (*)(void))acc_gcm_pipe_update },              \
+        { OSSL_FUNC_CIPHER_PIPELINE_FINAL, (void (*)(void))acc_gcm_pipe_final }
+
 #define ACC_GCM_FUNCTIONS(kbits)                                                                \
     static const acc_cipher_kind aes##kbits##gcm_kind = {                                       \
         .mode = ACC_MODE_GCM, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_gcm_ctx), .aead = 1, \
@@ -446,32 +479,32 @@ static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
         return acc_cipher_get_params(params, &aes##kbits##gcm_kind);                            \
     }                                                                                           \
     static const OSSL_DISPATCH aes##kbits##gcm_functions[] = {                                  \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##gcm_newctx },                    \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))gcm_einit },                           \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))gcm_dinit },                           \
-        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))gcm_skey_einit },                 \
-        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))gcm_skey_dinit },                 \
-        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))gcm_update },                                \
-        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))gcm_final },                                  \
-        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))gcm_oneshot_cipher },                        \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##gcm_get_params },            \
-        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_gcm_get_ctx_params },            \
-        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))acc_gcm_set_ctx_params },            \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
-        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_gcm_gettable_ctx_params },  \
-        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))acc_gcm_settable_ctx_params },  \
-        { 0, NULL }                                                                             \
+        ACC_GCM_ENTRIES(kbits), { 0, NULL }                                                     \
+    };                                                                                          \
+    static const OSSL_DISPATCH aes##kbits##gcm_pipe_functions[] = {                             \
+        ACC_GCM_ENTRIES(kbits), ACC_GCM_PIPE_ENTRIES, { 0, NULL }                               \
     }
 
 ACC_GCM_FUNCTIONS(128);
 ACC_GCM_FUNCTIONS(192);
 ACC_GCM_FUNCTIONS(256);
 
-const OSSL_ALGORITHM acc_gcm_cipher_algorithms[] = {
+static const OSSL_ALGORITHM gcm_algorithms[] = {
     { ACC_NAMES_AES_256_GCM, ACC_PROPS, aes256gcm_functions, NULL },
     { ACC_NAMES_AES_192_GCM, ACC_PROPS, aes192gcm_functions, NULL },
     { ACC_NAMES_AES_128_GCM, ACC_PROPS, aes128gcm_functions, NULL },
     { NULL, NULL, NULL, NULL }
 };
+
+static const OSSL_ALGORITHM gcm_pipe_algorithms[] = {
+    { ACC_NAMES_AES_256_GCM, ACC_PROPS, aes256gcm_pipe_functions, NULL },
+    { ACC_NAMES_AES_192_GCM, ACC_PROPS, aes192gcm_pipe_functions, NULL },
+    { ACC_NAMES_AES_128_GCM, ACC_PROPS, aes128gcm_pipe_functions, NULL },
+    { NULL, NULL, NULL, NULL }
+};
+
+/* Decided by the libcrypto that loaded the module, not by the headers it was built with. */
+const OSSL_ALGORITHM *acc_gcm_algorithms(void)
+{
+    return OpenSSL_version_num() >= 0x30500000UL ? gcm_pipe_algorithms : gcm_algorithms;
+}

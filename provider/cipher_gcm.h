@@ -19,6 +19,20 @@
  * open (AAD or data going in); the message finished (the IV must not be used again). */
 enum { ACC_GCM_IV_UNSET, ACC_GCM_IV_BUFFERED, ACC_GCM_IV_COPIED, ACC_GCM_IV_FINISHED };
 
+/* OpenSSL 3.5's pipeline API (provider/cipher_gcm_pipe.c), named here so that the module builds on
+ * 3.0's headers; offered only where the running libcrypto has it (acc_gcm_algorithms). */
+#ifndef OSSL_FUNC_CIPHER_PIPELINE_ENCRYPT_INIT
+#define OSSL_FUNC_CIPHER_PIPELINE_ENCRYPT_INIT 15
+#define OSSL_FUNC_CIPHER_PIPELINE_DECRYPT_INIT 16
+#define OSSL_FUNC_CIPHER_PIPELINE_UPDATE 17
+#define OSSL_FUNC_CIPHER_PIPELINE_FINAL 18
+#endif
+#ifndef OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG
+#define OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG "pipeline-tag"
+#endif
+
+typedef struct acc_gcm_pipe acc_gcm_pipe;
+
 typedef struct acc_gcm_ctx {
     acc_cipher_ctx base;        /* first; the key lives in the GCM engine; base.ks / base.key_set:
                                    the split's CTR key schedule, made at its first split */
@@ -44,9 +58,12 @@ typedef struct acc_gcm_ctx {
     uint8_t iv[ACC_GCM_IV_MAX];
     uint8_t msg_iv[ACC_GCM_IV_MAX];  /* the IV the open message started with (TLS moves iv on) */
     uint8_t buf[16];            /* the tag (given, or made), or the TLS AAD, as the default's buf */
+    acc_gcm_pipe *pipe;         /* the pipelines' messages, from the first pipeline init (NULL before) */
 } acc_gcm_ctx;
 
 /* cipher_gcm.c */
+/* The key into the context's engine state (the same key again keeps it); 1, or 0 with an error. */
+int acc_gcm_set_key(acc_gcm_ctx *g, const unsigned char *key, size_t keylen);
 /* Open a message with the current IV (the default's hw->setiv): no AAD, no data yet. */
 void acc_gcm_open(acc_gcm_ctx *g);
 /* A random IV for an encryption that was given none (1), as the default's; 0 if it cannot. */
@@ -60,6 +77,20 @@ int acc_gcm_oneshot(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen, const uin
  * over the pool (policy.c decides when). 1 done (counted), -1 declined (nothing done: no idle
  * unit to ask, no split hooks, not at a block boundary), 0 failed (the output is wiped). */
 int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblocks);
+
+/* cipher_gcm_pipe.c: the pipeline functions (as 3.5's OSSL_FUNC_cipher_pipeline_*_fn), the
+ * pipes' life (freed and copied with the context) and "pipeline-tag" (an array of tag buffers). */
+int acc_gcm_pipe_einit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes, const unsigned char **iv,
+                       size_t ivlen, const OSSL_PARAM params[]);
+int acc_gcm_pipe_dinit(void *vctx, const unsigned char *key, size_t keylen, size_t numpipes, const unsigned char **iv,
+                       size_t ivlen, const OSSL_PARAM params[]);
+int acc_gcm_pipe_update(void *vctx, size_t numpipes, unsigned char **out, size_t *outl, const size_t *outsize,
+                        const unsigned char **in, const size_t *inl);
+int acc_gcm_pipe_final(void *vctx, size_t numpipes, unsigned char **out, size_t *outl, const size_t *outsize);
+void acc_gcm_pipe_free(acc_gcm_ctx *g);
+int acc_gcm_pipe_dup(acc_gcm_ctx *d, const acc_gcm_ctx *s);
+int acc_gcm_pipe_get_tag(acc_gcm_ctx *g, OSSL_PARAM *p);
+int acc_gcm_pipe_set_tag(acc_gcm_ctx *g, const OSSL_PARAM *p);
 
 /* cipher_gcm_params.c */
 OSSL_FUNC_cipher_get_ctx_params_fn acc_gcm_get_ctx_params;

@@ -242,9 +242,15 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
     if (params[0].key != NULL && params[1].key == NULL) {
         if (strcmp(params[0].key, OSSL_CIPHER_PARAM_AEAD_TAG) == 0)  /* the common one, compared inline */
             return get_tag(g, params);
+        if (g->pipe != NULL && strcmp(params[0].key, OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG) == 0)
+            return acc_gcm_pipe_get_tag(g, params);
         return (i = get_find(params[0].key)) == NGETS || gets[i].get(g, params);
     }
     if (!acc_compat_unrepeated(params, acc_gcm_gettable_ctx_params(vctx, NULL), ACC_DECODER_COMMON))
+        return 0;
+    /* only after a pipeline init: elsewhere an unknown name, passed over as by the default */
+    if (g->pipe != NULL && (p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG)) != NULL
+        && !acc_gcm_pipe_get_tag(g, p))
         return 0;
     for (i = 0; i < NGETS; i++)
         if ((p = OSSL_PARAM_locate(params, gets[i].key)) != NULL && !gets[i].get(g, p))
@@ -350,9 +356,14 @@ int acc_gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
         for (i = 0; i < NSETS; i++)
             if (params[0].key[0] == sets[i].key[0] && strcmp(params[0].key, sets[i].key) == 0)
                 return sets[i].set(g, params);
+        if (g->pipe != NULL && strcmp(params[0].key, OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG) == 0)
+            return acc_gcm_pipe_set_tag(g, params);
         return 1;
     }
     if (!acc_compat_unrepeated(params, acc_gcm_settable_ctx_params(vctx, NULL), ACC_DECODER_COMMON))
+        return 0;
+    if (g->pipe != NULL && (p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG)) != NULL
+        && !acc_gcm_pipe_set_tag(g, p))
         return 0;
     for (i = 0; i < NSETS; i++)
         if ((p = OSSL_PARAM_locate_const(params, sets[i].key)) != NULL && !sets[i].set(g, p))

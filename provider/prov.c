@@ -49,6 +49,7 @@ static const OSSL_ITEM reason_strings[] = {
     { ACC_R_MALLOC_FAILURE, "malloc failure" },
     { ACC_R_NOT_INITIALISED, "cipher not initialised" },
     { ACC_R_RAND_FAILURE, "random generator failure" },
+    { ACC_R_PIPELINE, "invalid cipher pipeline operation" },
     { 0, NULL }
 };
 
@@ -313,7 +314,7 @@ static pthread_once_t all_ciphers_once = PTHREAD_ONCE_INIT;
 
 static void all_ciphers_init(void)
 {
-    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms, acc_xts_cipher_algorithms,
+    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_gcm_algorithms(), acc_xts_cipher_algorithms,
                                        acc_hmac_cipher_algorithms };
     size_t n = 0;
 

@@ -48,7 +48,8 @@ enum {
     ACC_R_NULL_POINTER,
     ACC_R_MALLOC_FAILURE,
     ACC_R_NOT_INITIALISED,
-    ACC_R_RAND_FAILURE
+    ACC_R_RAND_FAILURE,
+    ACC_R_PIPELINE
 };
 
 /* The reason the default provider raises for the same call (PROV_R_..., or ERR_R_... as it raises
