@@ -178,6 +178,8 @@ TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128
  * zmm: lane i of register j holds the tweak of block 4j + i
  * ------------------------------------------------------------------------------------------ */
 
+/* The tweaks are made with VPCLMULQDQ (acc_xts_vaes checks the CPU has it). */
+#define TGT_XTS __attribute__((target("aes,sse4.1,ssse3,avx,avx2,avx512f,avx512bw,vaes,vpclmulqdq")))
 #define NREG 8
 /* From 4 blocks (one whole register) the zmm code: XTS's short units are latency-bound on the
  * tweak encryption, and one zmm group of 4-7 blocks beat the xmm group (7 xmm blocks with their
@@ -186,114 +188,136 @@ TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128
 #define XTS_VAES_MIN 4
 #endif
 
-/* Each 128-bit lane times x^k, k per qword pair in sl (0..57, the same for both qwords of a lane):
- * the k bits shifted out of the low qword enter the high one, the k bits out of the high qword o
- * fold back as o * 0x87 = o ^ o<<1 ^ o<<2 ^ o<<7 (carry-less; below 2^64 for k <= 57). */
-TGT_VAES INLINE __m512i z_mulxk(__m512i t, __m512i sl)
-{
-    __m512i sr = _mm512_sub_epi64(_mm512_set1_epi64(64), sl);
-    __m512i o = _mm512_shuffle_epi32(_mm512_srlv_epi64(t, sr), _MM_PERM_BADC); /* swap qwords */
-    __m512i red = _mm512_xor_si512(_mm512_xor_si512(o, _mm512_slli_epi64(o, 1)),
-                                   _mm512_xor_si512(_mm512_slli_epi64(o, 2), _mm512_slli_epi64(o, 7)));
+/* Register j's multipliers: x^(4j+i) in the low qword of lane i. */
+#define XK(j) _mm512_set_epi64(0, 8ULL << (4 * (j)), 0, 4ULL << (4 * (j)), 0, 2ULL << (4 * (j)), 0, 1ULL << (4 * (j)))
 
-    o = _mm512_mask_blend_epi64(0x55, o, red); /* low qwords take the reduced bits */
-    return _mm512_xor_si512(_mm512_sllv_epi64(t, sl), o);
+/* Each lane of t times x^k, k < 56 in the low qword of m's lane: both halves multiplied carry-less,
+ * the high half's product moved up a qword and its bits past 127 folded back as o * 0x87 (p: 0x87 in
+ * each low qword). Carry-less multiplies and byte shifts run beside the AES unit (on Intel port 5,
+ * while zmm VAES has port 0 only); vector bit shifts, as the tweaks were made before, took AES
+ * slots. */
+TGT_XTS INLINE __m512i z_mulk(__m512i t, __m512i m, __m512i p)
+{
+    __m512i lo = _mm512_clmulepi64_epi128(t, m, 0x00);
+    __m512i hi = _mm512_clmulepi64_epi128(t, m, 0x01);
+    __m512i fold = _mm512_clmulepi64_epi128(hi, p, 0x01);
+
+    return _mm512_ternarylogic_epi64(lo, _mm512_bslli_epi128(hi, 8), fold, 0x96);
 }
 
-/* Each 128-bit lane times x^8: a byte shift, the byte shifted out folded back as o * 0x87 (15 bits
- * at most). Seven operations where z_mulxk takes twelve: a whole group's tweaks are a fifth of its
- * vector work. */
-TGT_VAES INLINE __m512i z_mulx8(__m512i t)
+/* Each lane times x^32 (a 4-byte shift, the 32 bits shifted out folded back as o * 0x87), XORed
+ * with c: four operations for a whole register's next tweaks, none on the AES port. */
+TGT_XTS INLINE __m512i z_mul32(__m512i t, __m512i p, __m512i c)
 {
-    __m512i o = _mm512_bsrli_epi128(t, 15);
-    __m512i red = _mm512_ternarylogic_epi64(o, _mm512_slli_epi64(o, 1), _mm512_slli_epi64(o, 2), 0x96);
+    __m512i fold = _mm512_clmulepi64_epi128(_mm512_bsrli_epi128(t, 12), p, 0x00);
 
-    return _mm512_ternarylogic_epi64(_mm512_bslli_epi128(t, 1), red, _mm512_slli_epi64(o, 7), 0x96);
+    return _mm512_ternarylogic_epi64(_mm512_bslli_epi128(t, 4), fold, c, 0x96);
 }
 
-/* A whole group of NREG registers (32 blocks): register j's tweaks are register j-2's times x^8
- * (register 1 is register 0's times x^4), and the next group's first register is register 6's
- * times x^8. *t advanced past the group. */
-TGT_VAES INLINE void z_xts_group(const zsched *s, int rounds, const uint8_t *in, uint8_t *out, __m512i *t, int dec)
+TGT_XTS INLINE __m128i z_lane(__m512i v, int i)
 {
-    __m512i z[NREG], tw[NREG];
+    switch (i) {
+    case 1:
+        return _mm512_extracti32x4_epi32(v, 1);
+    case 2:
+        return _mm512_extracti32x4_epi32(v, 2);
+    case 3:
+        return _mm512_extracti32x4_epi32(v, 3);
+    default:
+        return _mm512_castsi512_si128(v);
+    }
+}
 
-    tw[0] = *t;
-    tw[1] = z_mulxk(*t, _mm512_set1_epi64(4));
+/* n registers, the last holding rem blocks when rem != 0. kt: each register's tweaks XORed with the
+ * last round key, which makes kt the last round's key as it is, and the whitening one ternary XOR
+ * with kx = k0 ^ kl: P ^ kx ^ kt = P ^ k0 ^ T. Each middle round key is broadcast from the key
+ * schedule where it is used, not kept for the call: no copy of it in registers, so none spilled to
+ * the stack (the broadcast is a load, beside the AES port; 9 or 13 per 32 blocks). */
+TGT_XTS INLINE void z_xts_regs(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m512i *kt,
+                               __m512i kx, int n, int rem, int dec)
+{
+    __m512i z[NREG];
 #pragma GCC unroll 8
-    for (int j = 2; j < NREG; j++)
-        tw[j] = z_mulx8(tw[j - 2]);
-    *t = z_mulx8(tw[NREG - 2]);
-#pragma GCC unroll 8
-    for (int j = 0; j < NREG; j++)
-        z[j] = _mm512_ternarylogic_epi64(_mm512_loadu_si512(in + 64 * j), s->k[0], tw[j], 0x96);
+    for (int j = 0; j < n; j++)
+        z[j] = _mm512_ternarylogic_epi64(zload(in, j, n, rem), kx, kt[j], 0x96);
 #pragma GCC unroll 13
     for (int r = 1; r < rounds; r++) {
-#pragma GCC unroll 8
-        for (int j = 0; j < NREG; j++)
-            z[j] = dec ? _mm512_aesdec_epi128(z[j], s->k[r]) : _mm512_aesenc_epi128(z[j], s->k[r]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < NREG; j++) {
-        __m512i kl = _mm512_xor_si512(s->k[rounds], tw[j]);
-
-        z[j] = dec ? _mm512_aesdeclast_epi128(z[j], kl) : _mm512_aesenclast_epi128(z[j], kl);
-        _mm512_storeu_si512(out + 64 * j, z[j]);
-    }
-}
-
-/* n registers (the last holding rem blocks when rem != 0); *t: the first four tweaks, advanced
- * past the group (by `adv` blocks). */
-TGT_VAES INLINE void z_xts_n(const zsched *s, int rounds, const uint8_t *in, uint8_t *out, int n, int rem, __m512i *t,
-                             int adv, int dec)
-{
-    __m512i z[NREG], tw[NREG];
-#pragma GCC unroll 8
-    for (int j = 0; j < n; j++) {
-        tw[j] = j == 0 ? *t : z_mulxk(*t, _mm512_set1_epi64(4 * j));
-        z[j] = _mm512_xor_si512(_mm512_xor_si512(zload(in, j, n, rem), s->k[0]), tw[j]);
-    }
-    *t = z_mulxk(*t, _mm512_set1_epi64(adv));
-#pragma GCC unroll 13
-    for (int r = 1; r < rounds; r++) {
+        __m512i k = _mm512_broadcast_i32x4(XKEY(rk, r));
 #pragma GCC unroll 8
         for (int j = 0; j < n; j++)
-            z[j] = dec ? _mm512_aesdec_epi128(z[j], s->k[r]) : _mm512_aesenc_epi128(z[j], s->k[r]);
+            z[j] = dec ? _mm512_aesdec_epi128(z[j], k) : _mm512_aesenc_epi128(z[j], k);
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < n; j++) {
-        __m512i kl = _mm512_xor_si512(s->k[rounds], tw[j]);
-        zstore(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], kl) : _mm512_aesenclast_epi128(z[j], kl));
-    }
+    for (int j = 0; j < n; j++)
+        zstore(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], kt[j]) : _mm512_aesenclast_epi128(z[j], kt[j]));
 }
 
-/* n >= 1 blocks; t the first block's tweak. Returns the tweak of the block after the last (for
- * ciphertext stealing); the tweak passes in and out in registers, not through memory: a short
- * unit is bound by latency, and a store and reload of the tweak lay on its path. */
-TGT_VAES INLINE __m128i z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i t1,
-                              int dec)
+/* The last q registers (rem blocks in the last when rem != 0); their kt made here from t, the first
+ * tweak broadcast, when fresh (a unit below 32 blocks), else left by the loop. Returns the tweak of
+ * the block after the last. */
+TGT_XTS INLINE __m128i z_xts_tail(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, __m512i *kt,
+                                  __m512i t, __m512i kl, __m512i kx, int q, int rem, int fresh, int dec)
 {
-    zsched s;
-    __m512i t = z_mulxk(_mm512_broadcast_i32x4(t1), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
+    const __m512i p = _mm512_set1_epi64(0x87);
 
-    zs_load(&s, rk, rounds);
-    for (; n >= 32; n -= 32, in += 512, out += 512)
-        z_xts_group(&s, rounds, in, out, &t, dec);
-#define G(q) z_xts_n(&s, rounds, in, out, q, (int)(n & 3), &t, (int)n, dec)
-    if (n > 0)
+    if (fresh) {
+#pragma GCC unroll 8
+        for (int j = 0; j < q; j++)
+            kt[j] = _mm512_xor_si512(z_mulk(t, XK(j), p), kl);
+    }
+    z_xts_regs(rk, rounds, in, out, kt, kx, q, rem, dec);
+    __m128i last = _mm_xor_si128(z_lane(kt[q - 1], rem != 0 ? rem : 3), _mm512_castsi512_si128(kl));
+    return rem != 0 ? last : x_mulx(last);
+}
+
+/* n >= 4 blocks; t1 the first block's tweak. Returns the tweak of the block after the last (for
+ * ciphertext stealing); the tweak passes in and out in registers, not through memory: a short
+ * unit is bound by latency, and a store and reload of the tweak lay on its path. Groups of 32
+ * blocks, each register's next tweaks its own times x^32: eight independent chains. Nothing of the
+ * keys goes to the stack (issue 30 found vaes.c-style broadcast schedules left on pool threads'
+ * stacks): kx, kl and kt stay in registers, and the loop's empty asm on rk keeps gcc from hoisting
+ * the round keys' broadcasts out of the loop into registers it would then spill. */
+TGT_XTS INLINE __m128i z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i t1,
+                             int dec)
+{
+    const __m512i p = _mm512_set1_epi64(0x87);
+    __m512i kl = _mm512_broadcast_i32x4(XKEY(rk, rounds)), t = _mm512_broadcast_i32x4(t1), kt[NREG] = { 0 };
+    __m512i kx = _mm512_xor_si512(kl, _mm512_broadcast_i32x4(XKEY(rk, 0)));
+    __m128i next;
+    int fresh = 1;
+
+    if (n >= 32) {
+        /* kt' = T * x^32 ^ kl = kt * x^32 ^ (kl * x^32 ^ kl) */
+        __m512i c = z_mul32(kl, p, kl);
+#pragma GCC unroll 8
+        for (int j = 0; j < NREG; j++)
+            kt[j] = _mm512_xor_si512(z_mulk(t, XK(j), p), kl);
+        for (; n >= 32; n -= 32, in += 512, out += 512) {
+            __asm__("" : "+r"(rk));
+            z_xts_regs(rk, rounds, in, out, kt, kx, NREG, 0, dec);
+#pragma GCC unroll 8
+            for (int j = 0; j < NREG; j++)
+                kt[j] = z_mul32(kt[j], p, c);
+        }
+        fresh = 0;
+    }
+#define G(q) next = z_xts_tail(rk, rounds, in, out, kt, t, kl, kx, q, (int)(n & 3), fresh, dec)
+    if (n == 0) /* after the loop: the next group's first tweak */
+        next = _mm_xor_si128(_mm512_castsi512_si128(kt[0]), _mm512_castsi512_si128(kl));
+    else
         GROUP_OF((n + 3) / 4, G)
 #undef G
-    return _mm512_castsi512_si128(t);
+    return next;
 }
 
 /* One out-of-line copy per key size and direction (XTS has 128- and 256-bit data keys). */
 #define XTS_KEY_SIZE(r)                                                                                          \
-    TGT_VAES static __attribute__((noinline)) __m128i zxts_enc##r(const uint8_t *rk, const uint8_t *in,          \
+    TGT_XTS static __attribute__((noinline)) __m128i zxts_enc##r(const uint8_t *rk, const uint8_t *in,          \
                                                                   uint8_t *out, size_t n, __m128i t)             \
     {                                                                                                            \
         return z_xts(rk, r, in, out, n, t, 0);                                                                   \
     }                                                                                                            \
-    TGT_VAES static __attribute__((noinline)) __m128i zxts_dec##r(const uint8_t *rk, const uint8_t *in,          \
+    TGT_XTS static __attribute__((noinline)) __m128i zxts_dec##r(const uint8_t *rk, const uint8_t *in,          \
                                                                   uint8_t *out, size_t n, __m128i t)             \
     {                                                                                                            \
         return z_xts(rk, r, in, out, n, t, 1);                                                                   \
@@ -371,7 +395,12 @@ TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_
 TGT_VAES int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                         uint8_t *out, size_t len, int dec)
 {
-    int ok = dec ? xts_unit(k1, k2, iv, in, out, len, 1, 1) : xts_unit(k1, k2, iv, in, out, len, 0, 1);
+    int ok;
+
+    /* every core with VAES on zmm so far has VPCLMULQDQ too; one without gets the xmm code */
+    if (!__builtin_cpu_supports("vpclmulqdq"))
+        return acc_xts_ni(k1, k2, iv, in, out, len, dec);
+    ok = dec ? xts_unit(k1, k2, iv, in, out, len, 1, 1) : xts_unit(k1, k2, iv, in, out, len, 0, 1);
 
     /* GCC puts no vzeroupper here (the zmm code is inlined into this one function): the caller's
      * SSE code then ran with the upper state dirty, a 16-byte unit ~10x slower on Debian 13, whose
