@@ -132,6 +132,7 @@ TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t 
         _mm_store_si128((__m128i *)(void *)(cur + 2 * j + 8), _mm_xor_si128(kl, t4));
     }
     for (; g > 0; g--, in += 128, out += 128) {
+        __asm__("" : "+r"(rk)); /* the round keys loaded where used, not kept in registers gcc spills */
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             x[j] = _mm_xor_si128(_mm_xor_si128(XLD(in + 16 * j), kx), TK(cur, j));
@@ -184,8 +185,11 @@ TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128
 /* From 4 blocks (one whole register) the zmm code: XTS's short units are latency-bound on the
  * tweak encryption, and one zmm group of 4-7 blocks beat the xmm group (7 xmm blocks with their
  * tweaks spill: 112-byte units ran at 0.85x the default's speed on xmm, 1.17x on zmm). */
+#ifndef XTS_ZTWEAK
+#define XTS_ZTWEAK 5
+#endif
 #ifndef XTS_VAES_MIN
-#define XTS_VAES_MIN 4
+#define XTS_VAES_MIN 1
 #endif
 
 /* Register j's multipliers: x^(4j+i) in the low qword of lane i. */
@@ -225,18 +229,14 @@ TGT_XTS INLINE __m128i z_lane(__m512i v, int i)
     }
 }
 
-/* n registers, the last holding rem blocks when rem != 0. kt: each register's tweaks XORed with the
- * last round key, which makes kt the last round's key as it is, and the whitening one ternary XOR
- * with kx = k0 ^ kl: P ^ kx ^ kt = P ^ k0 ^ T. Each middle round key is broadcast from the key
- * schedule where it is used, not kept for the call: no copy of it in registers, so none spilled to
- * the stack (the broadcast is a load, beside the AES port; 9 or 13 per 32 blocks). */
-TGT_XTS INLINE void z_xts_regs(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m512i *kt,
-                               __m512i kx, int n, int rem, int dec)
+/* The middle rounds and the last of n registers z (whitened), the last holding rem blocks when
+ * rem != 0. kt: each register's tweaks XORed with the last round key, which makes kt the last
+ * round's key as it is. Each middle round key is broadcast from the key schedule where it is used,
+ * not kept for the call: no copy of it in registers, so none spilled to the stack (the broadcast is
+ * a load, beside the AES port; 9 or 13 per 32 blocks). */
+TGT_XTS INLINE void z_xts_rounds(const uint8_t *rk, int rounds, __m512i *z, uint8_t *out, const __m512i *kt, int n,
+                                 int rem, int dec)
 {
-    __m512i z[NREG];
-#pragma GCC unroll 8
-    for (int j = 0; j < n; j++)
-        z[j] = _mm512_ternarylogic_epi64(zload(in, j, n, rem), kx, kt[j], 0x96);
 #pragma GCC unroll 13
     for (int r = 1; r < rounds; r++) {
         __m512i k = _mm512_broadcast_i32x4(XKEY(rk, r));
@@ -249,23 +249,65 @@ TGT_XTS INLINE void z_xts_regs(const uint8_t *rk, int rounds, const uint8_t *in,
         zstore(out, j, n, rem, dec ? _mm512_aesdeclast_epi128(z[j], kt[j]) : _mm512_aesenclast_epi128(z[j], kt[j]));
 }
 
-/* The last q registers (rem blocks in the last when rem != 0). Their kt: when fresh (a unit below 32
- * blocks) made here from t, the first tweak broadcast, each register straight from it (the shortest
- * path: a short unit is bound by latency); else left by the loop. Returns the tweak of the block
- * after the last. */
-TGT_XTS INLINE __m128i z_xts_tail(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, __m512i *kt,
-                                  __m512i t, __m512i kl, __m512i kx, int q, int rem, int fresh, int dec)
+/* n whole registers; the whitening one ternary XOR with kx = k0 ^ kl: P ^ kx ^ kt = P ^ k0 ^ T. */
+TGT_XTS INLINE void z_xts_regs(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m512i *kt,
+                               __m512i kx, int n, int dec)
 {
-    const __m512i p = _mm512_set1_epi64(0x87);
-
-    if (fresh) {
+    __m512i z[NREG];
 #pragma GCC unroll 8
-        for (int j = 0; j < q; j++)
-            kt[j] = _mm512_xor_si512(z_mulk(t, XK(j), p), kl);
-    }
-    z_xts_regs(rk, rounds, in, out, kt, kx, q, rem, dec);
+    for (int j = 0; j < n; j++)
+        z[j] = _mm512_ternarylogic_epi64(_mm512_loadu_si512(in + 64 * j), kx, kt[j], 0x96);
+    z_xts_rounds(rk, rounds, z, out, kt, n, 0, dec);
+}
+
+/* The tweak after the last of q registers' blocks (rem in the last when rem != 0). */
+TGT_XTS INLINE __m128i z_next(const __m512i *kt, __m512i kl, int q, int rem)
+{
     __m128i last = _mm_xor_si128(z_lane(kt[q - 1], rem != 0 ? rem : 3), _mm512_castsi512_si128(kl));
     return rem != 0 ? last : x_mulx(last);
+}
+
+/* A unit below 32 blocks: q registers (rem blocks in the last when rem != 0), each register's
+ * tweaks straight from t (the first tweak, broadcast), as z_mulk, and the whitening taken apart so
+ * that the last product to arrive, the fold, is one XOR from the first round: a short unit is bound
+ * by latency (tweak encryption, multiply, rounds). */
+TGT_XTS INLINE __m128i z_xts_short(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, __m512i t,
+                                   __m512i k0, __m512i kl, int q, int rem, int dec)
+{
+    const __m512i p = _mm512_set1_epi64(0x87);
+    __m512i z[NREG], kt[NREG];
+
+#pragma GCC unroll 8
+    for (int j = 0; j < q; j++) {
+        kt[j] = _mm512_xor_si512(z_mulk(t, XK(j), p), kl);
+        z[j] = _mm512_ternarylogic_epi64(zload(in, j, q, rem), _mm512_xor_si512(k0, kl), kt[j], 0x96);
+    }
+    z_xts_rounds(rk, rounds, z, out, kt, q, rem, dec);
+    return z_next(kt, kl, q, rem);
+}
+
+/* The last q registers of a long unit (rem blocks in the last when rem != 0), kt left by the loop. */
+TGT_XTS INLINE __m128i z_xts_tail(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m512i *kt,
+                                  __m512i kx, __m512i kl, int q, int rem, int dec)
+{
+    __m512i z[NREG];
+#pragma GCC unroll 8
+    for (int j = 0; j < q; j++)
+        z[j] = _mm512_ternarylogic_epi64(zload(in, j, q, rem), kx, kt[j], 0x96);
+    z_xts_rounds(rk, rounds, z, out, kt, q, rem, dec);
+    return z_next(kt, kl, q, rem);
+}
+
+/* The first tweak in every lane: the IV encrypted under the tweak key (tk, encryption schedule) on
+ * zmm registers, the IV and keys broadcast as they are loaded (no shuffle after the encryption, on
+ * the path to the first data round). */
+TGT_XTS INLINE __m512i z_tweak(const uint8_t *tk, int rounds, const uint8_t *iv)
+{
+    __m512i t = _mm512_xor_si512(_mm512_broadcast_i32x4(XLD(iv)), _mm512_broadcast_i32x4(XKEY(tk, 0)));
+#pragma GCC unroll 13
+    for (int r = 1; r < rounds; r++)
+        t = _mm512_aesenc_epi128(t, _mm512_broadcast_i32x4(XKEY(tk, r)));
+    return _mm512_aesenclast_epi128(t, _mm512_broadcast_i32x4(XKEY(tk, rounds)));
 }
 
 /* The first 32 tweaks of a long unit, XORed with kl: registers 0 and 1 from t, each next one two
@@ -281,42 +323,43 @@ TGT_XTS INLINE void z_kt32(__m512i *kt, __m512i t, __m512i kl, __m512i p)
         kt[j] = Z_MULB(kt[j - 2], 1, p, c8);
 }
 
-/* n >= 4 blocks; t1 the first block's tweak. Returns the tweak of the block after the last (for
- * ciphertext stealing); the tweak passes in and out in registers, not through memory: a short
- * unit is bound by latency, and a store and reload of the tweak lay on its path. Groups of 32
- * blocks, each register's next tweaks its own times x^32: eight independent chains, advanced only
- * where a group follows (a tail advances its own registers). Nothing of the keys goes to the stack
- * (issue 30 found vaes.c-style broadcast schedules left on pool threads' stacks): kx, kl and kt
- * stay in registers, and the loop's empty asm on rk keeps gcc from hoisting the round keys'
- * broadcasts out of the loop into registers it would then spill. */
-TGT_XTS INLINE __m128i z_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i t1,
-                             int dec)
+/* n >= 4 blocks of the unit under IV iv; tk: the tweak key's encryption schedule. Returns the
+ * tweak of the block after the last (for ciphertext stealing). Groups of 32 blocks, each register's
+ * next tweaks its own times x^32: eight independent chains, advanced only where blocks follow.
+ * Nothing of the keys goes to the stack (issue 30 found vaes.c-style broadcast schedules left on
+ * pool threads' stacks): kx, kl and kt stay in registers, and the loop's empty asm on rk keeps gcc
+ * from hoisting the round keys' broadcasts out of the loop into registers it would then spill. */
+TGT_XTS INLINE __m128i z_xts(const uint8_t *rk, const uint8_t *tk, int rounds, const uint8_t *iv, const uint8_t *in,
+                             uint8_t *out, size_t n, int dec)
 {
     const __m512i p = _mm512_set1_epi64(0x87);
-    __m512i kl = _mm512_broadcast_i32x4(XKEY(rk, rounds)), t = _mm512_broadcast_i32x4(t1), kt[NREG] = { 0 };
-    __m512i kx = _mm512_xor_si512(kl, _mm512_broadcast_i32x4(XKEY(rk, 0)));
+    __m512i t = n < XTS_ZTWEAK ? z_tweak(tk, rounds, iv)
+                               : _mm512_broadcast_i32x4(x_xts_one(tk, rounds, XLD(iv), _mm_setzero_si128(), 0));
+    __m512i kt[NREG];
+    __m512i kl = _mm512_broadcast_i32x4(XKEY(rk, rounds)), k0 = _mm512_broadcast_i32x4(XKEY(rk, 0));
+    __m512i kx = _mm512_xor_si512(kl, k0), c = Z_MULB(kl, 4, p, kl); /* kt * x^32 ^ c = T * x^32 ^ kl */
     __m128i next = _mm_setzero_si128();
-    int fresh = 1;
 
-    if (n >= 32) {
-        __m512i c = Z_MULB(kl, 4, p, kl); /* kt' = T * x^32 ^ kl = kt * x^32 ^ (kl * x^32 ^ kl) */
-
-        z_kt32(kt, t, kl, p);
-        for (;;) {
-            __asm__("" : "+r"(rk));
-            z_xts_regs(rk, rounds, in, out, kt, kx, NREG, 0, dec);
-            n -= 32, in += 512, out += 512;
-            if (n == 0) /* no group after the last: only the tweak after it */
-                return _mm_xor_si128(_mm512_castsi512_si128(Z_MULB(kt[0], 4, p, c)), _mm512_castsi512_si128(kl));
-#pragma GCC unroll 8
-            for (int j = 0; j < NREG; j++)
-                kt[j] = Z_MULB(kt[j], 4, p, c);
-            if (n < 32)
-                break;
-        }
-        fresh = 0;
+#define G(q) next = z_xts_short(rk, rounds, in, out, t, k0, kl, q, (int)(n & 3), dec)
+    if (n < 32) {
+        GROUP_OF((n + 3) / 4, G)
+        return next;
     }
-#define G(q) next = z_xts_tail(rk, rounds, in, out, kt, t, kl, kx, q, (int)(n & 3), fresh, dec)
+#undef G
+    z_kt32(kt, t, kl, p);
+    for (;;) {
+        __asm__("" : "+r"(rk));
+        z_xts_regs(rk, rounds, in, out, kt, kx, NREG, dec);
+        n -= 32, in += 512, out += 512;
+        if (n == 0) /* no group after the last: only the tweak after it */
+            return _mm_xor_si128(_mm512_castsi512_si128(Z_MULB(kt[0], 4, p, c)), _mm512_castsi512_si128(kl));
+#pragma GCC unroll 8
+        for (int j = 0; j < NREG; j++)
+            kt[j] = Z_MULB(kt[j], 4, p, c);
+        if (n < 32)
+            break;
+    }
+#define G(q) next = z_xts_tail(rk, rounds, in, out, kt, kx, kl, q, (int)(n & 3), dec)
     GROUP_OF((n + 3) / 4, G)
 #undef G
     return next;
@@ -324,15 +367,17 @@ TGT_XTS INLINE __m128i z_xts(const uint8_t *rk, int rounds, const uint8_t *in, u
 
 /* One out-of-line copy per key size and direction (XTS has 128- and 256-bit data keys). */
 #define XTS_KEY_SIZE(r)                                                                                          \
-    TGT_XTS static __attribute__((noinline)) __m128i zxts_enc##r(const uint8_t *rk, const uint8_t *in,          \
-                                                                  uint8_t *out, size_t n, __m128i t)             \
+    TGT_XTS static __attribute__((noinline)) __m128i zxts_enc##r(const uint8_t *rk, const uint8_t *tk,          \
+                                                                 const uint8_t *iv, const uint8_t *in,          \
+                                                                 uint8_t *out, size_t n)                        \
     {                                                                                                            \
-        return z_xts(rk, r, in, out, n, t, 0);                                                                   \
+        return z_xts(rk, tk, r, iv, in, out, n, 0);                                                              \
     }                                                                                                            \
-    TGT_XTS static __attribute__((noinline)) __m128i zxts_dec##r(const uint8_t *rk, const uint8_t *in,          \
-                                                                  uint8_t *out, size_t n, __m128i t)             \
+    TGT_XTS static __attribute__((noinline)) __m128i zxts_dec##r(const uint8_t *rk, const uint8_t *tk,          \
+                                                                 const uint8_t *iv, const uint8_t *in,          \
+                                                                 uint8_t *out, size_t n)                        \
     {                                                                                                            \
-        return z_xts(rk, r, in, out, n, t, 1);                                                                   \
+        return z_xts(rk, tk, r, iv, in, out, n, 1);                                                              \
     }
 
 XTS_KEY_SIZE(10)
@@ -342,21 +387,24 @@ XTS_KEY_SIZE(14)
  * A whole data unit
  * ------------------------------------------------------------------------------------------ */
 
-/* The whole blocks of a unit. Below VAES_MIN blocks the xmm code (aes_x.h says why). Inlined
- * into each entry point below with dec and vaes constants: a unit of a few blocks is bound by
- * latency (the tweak encryption, then the data rounds), and an out-of-line call here spilled the
+/* The whole blocks of a unit, on the zmm code (its own tweak encryption) from XTS_VAES_MIN blocks
+ * when vaes, else on the xmm code after the tweak encryption here. Returns the tweak after them.
+ * Inlined into each entry point below with dec and vaes constants: a unit of a few blocks is bound
+ * by latency (the tweak encryption, then the data rounds), and an out-of-line call here spilled the
  * tweak to memory between the two and reloaded it. */
-TGT_NI INLINE void xts_bulk(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec,
-                            int vaes)
+TGT_NI INLINE __m128i xts_bulk(const acc_aes_key *k, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                               uint8_t *out, size_t n, int dec, int vaes)
 {
     const uint8_t *rk = dec ? k->dec : k->enc;
+    __m128i t;
 
-    if (!vaes || n < XTS_VAES_MIN)
-        x_xts(rk, k->rounds, in, out, n, t, dec);
-    else if (k->rounds == 10)
-        *t = (dec ? zxts_dec10 : zxts_enc10)(rk, in, out, n, *t);
-    else
-        *t = (dec ? zxts_dec14 : zxts_enc14)(rk, in, out, n, *t);
+    if (vaes && n >= XTS_VAES_MIN)
+        return k->rounds == 10 ? (dec ? zxts_dec10 : zxts_enc10)(rk, k2->enc, iv, in, out, n)
+                               : (dec ? zxts_dec14 : zxts_enc14)(rk, k2->enc, iv, in, out, n);
+    t = x_xts_one(k2->enc, k2->rounds, XLD(iv), _mm_setzero_si128(), 0);
+    if (n > 0)
+        x_xts(rk, k->rounds, in, out, n, &t, dec);
+    return t;
 }
 
 /* The last whole block and the r-byte partial one after it (IEEE 1619 5.3.2 / 5.4.2): encryption
@@ -386,11 +434,9 @@ TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const u
 
     if (len < 16)
         return 0;
-    t = x_xts_one(k2->enc, k2->rounds, XLD(iv), _mm_setzero_si128(), 0);
     if (r != 0)
         whole--; /* the last whole block goes with the partial one */
-    if (whole > 0)
-        xts_bulk(k1, in, out, whole, &t, dec, vaes);
+    t = xts_bulk(k1, k2, iv, in, out, whole, dec, vaes);
     if (r != 0)
         xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
     return 1;
