@@ -182,13 +182,12 @@ TGT_NI INLINE __m128i x_xts_one(const uint8_t *rk, int rounds, __m128i b, __m128
 /* The tweaks are made with VPCLMULQDQ (acc_xts_vaes checks the CPU has it). */
 #define TGT_XTS __attribute__((target("aes,sse4.1,ssse3,avx,avx2,avx512f,avx512bw,vaes,vpclmulqdq")))
 #define NREG 8
-/* From 2 blocks the zmm code (a 1-block unit on zmm ran 0.85-0.92 of 3.5's default under EVP on Debian 13;
- * 2-3 blocks on zmm 3-10% faster than xmm). Earlier, from 4: XTS's short units are latency-bound on the
- * tweak encryption, and one zmm group of 4-7 blocks beat the xmm group (7 xmm blocks with their
- * tweaks spill: 112-byte units ran at 0.85x the default's speed on xmm, 1.17x on zmm). */
+/* Below 5 blocks the tweak encrypted on zmm (z_tweak), else on xmm and broadcast (measured). */
 #ifndef XTS_ZTWEAK
 #define XTS_ZTWEAK 5
 #endif
+/* From 2 blocks the zmm code (1-block units on zmm ran 0.85-0.92 of 3.5's default under EVP,
+ * Debian 13; 2-7 blocks on zmm beat xmm, which spills 7 blocks with their tweaks). */
 #ifndef XTS_VAES_MIN
 #define XTS_VAES_MIN 2
 #endif
@@ -300,8 +299,7 @@ TGT_XTS INLINE __m128i z_xts_tail(const uint8_t *rk, int rounds, const uint8_t *
 }
 
 /* The first tweak in every lane: the IV encrypted under the tweak key (tk, encryption schedule) on
- * zmm registers, the IV and keys broadcast as they are loaded (no shuffle after the encryption, on
- * the path to the first data round). */
+ * zmm, IV and keys broadcast as loaded (no shuffle on the short unit's path to its first round). */
 TGT_XTS INLINE __m512i z_tweak(const uint8_t *tk, int rounds, const uint8_t *iv)
 {
     __m512i t = _mm512_xor_si512(_mm512_broadcast_i32x4(XLD(iv)), _mm512_broadcast_i32x4(XKEY(tk, 0)));
