@@ -13,6 +13,7 @@
 #include <openssl/provider.h>
 #include "accel/mb.h"
 #include "provider/algs.h"
+#include "provider/cipher_delegate.h"
 #include "provider/cipher_hmac.h"
 #include "provider/skey.h"
 #include "scheduler/forksafe.h"
@@ -306,20 +307,33 @@ static int prov_get_params(void *vprov, OSSL_PARAM params[])
     return 1;
 }
 
-/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones, as one table. */
-#define MAX_CIPHER_ALGS 24
-static OSSL_ALGORITHM all_ciphers[MAX_CIPHER_ALGS];
+/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones, then (3.5+)
+ * the delegates of the default's other AES ciphers, as one table, sized for what there is. */
+static OSSL_ALGORITHM *all_ciphers;
+static const OSSL_ALGORITHM no_ciphers[1];
 static pthread_once_t all_ciphers_once = PTHREAD_ONCE_INIT;
 
 static void all_ciphers_init(void)
 {
-    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms, acc_xts_cipher_algorithms,
-                                       acc_hmac_cipher_algorithms };
-    size_t n = 0;
+    const OSSL_ALGORITHM *const tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms,
+                                             acc_xts_cipher_algorithms, acc_hmac_cipher_algorithms };
+    const size_t ntables = sizeof(tables) / sizeof(tables[0]);
+    const OSSL_ALGORITHM *delegates;
+    size_t n = 0, ndel;
 
-    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
-        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL && n < MAX_CIPHER_ALGS - 1; a++)
+    for (size_t t = 0; t < ntables; t++)
+        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL; a++)
+            n++;
+    ndel = acc_cipher_delegates(tables, ntables, &delegates);
+    /* made once and kept for the life of the module (libcrypto caches what the query returned) */
+    if ((all_ciphers = OPENSSL_zalloc((n + ndel + 1) * sizeof(*all_ciphers))) == NULL)
+        return;
+    n = 0;
+    for (size_t t = 0; t < ntables; t++)
+        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL; a++)
             all_ciphers[n++] = *a;
+    for (size_t i = 0; i < ndel; i++)
+        all_ciphers[n++] = delegates[i];
 }
 
 /* OSSL_PROVIDER_do_all callback: does a provider other than this load offer any RAND? */
@@ -359,6 +373,10 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
     switch (operation_id) {
     case OSSL_OP_CIPHER:
         pthread_once(&all_ciphers_once, all_ciphers_init);
+        if (all_ciphers == NULL) {   /* the table could not be allocated: nothing, loudly */
+            acc_raise(ACC_R_MALLOC_FAILURE, "cannot allocate the cipher table");
+            return no_ciphers;
+        }
         return all_ciphers;
     case OSSL_OP_RAND:
         return rand_query(vprov, no_cache);
