@@ -11,13 +11,16 @@ from ctypes import POINTER, byref, c_char_p, c_int, c_void_p
 import pytest
 
 import evp
-from libcrypto import _lib as L, drain_errors
+from libcrypto import LIBCRYPTO, drain_errors
 
 pytestmark = pytest.mark.usefixtures("require_provider")
 
 OSSL_OP_CIPHER = 2
 SKEY_RELEASE = 0x30500000
 SET_IVLEN, GET_TAG, SET_TAG = 0x9, 0x10, 0x11
+
+# a handle of this file's own: the prototypes below must not change those evp.py declared for the others
+L = ctypes.CDLL(LIBCRYPTO)
 
 L.OpenSSL_version_num.restype = ctypes.c_ulong
 L.OSSL_PROVIDER_query_operation.restype = c_void_p
