@@ -20,7 +20,7 @@
 
 /* Each delegate needs its own functions for the calls that name no cipher context (newctx, the
  * parameter lists): a fixed pool of them, far above the 48 AES ciphers of OpenSSL 4.0's default. */
-#define SLOTS 128
+#define SLOTS ACC_DELEGATE_MAX
 /* OSSL_FUNC_CIPHER_* ids up to 3.5's DECRYPT_SKEY_INIT (20); later ids are unknown here */
 #define MAX_FN 20
 
@@ -62,6 +62,7 @@ static void *def_provctx;   /* the private default's provider context (never fre
     m(0x##H##e) m(0x##H##f)
 #define X128(m) X16(m, 0) X16(m, 1) X16(m, 2) X16(m, 3) X16(m, 4) X16(m, 5) X16(m, 6) X16(m, 7)
 
+_Static_assert(SLOTS == 128, "X128 makes 128 slots: ACC_DELEGATE_MAX must match it");
 X128(SLOT_FNS)
 static const slot_target slot_fns[SLOTS] = { X128(SLOT_ENTRY) };
 
@@ -144,21 +145,21 @@ static int table_make(size_t i, const OSSL_DISPATCH *d)
     return targets[i].newctx != NULL;
 }
 
-size_t acc_cipher_delegates(const OSSL_ALGORITHM *const served[], size_t nserved, const OSSL_ALGORITHM **out)
+int acc_cipher_delegates(const OSSL_ALGORITHM *const served[], size_t nserved, const OSSL_ALGORITHM **out)
 {
     OSSL_LIB_CTX *lib;
     OSSL_PROVIDER *def;
     const OSSL_ALGORITHM *algs;
-    int no_cache = 0;
-    size_t n = 0;
+    int no_cache = 0, n = 0;
 
     *out = delegates;
-    if (OpenSSL_version_num() < 0x30500000UL || (lib = acc_evp_engine_libctx()) == NULL)
+    delegates[0].algorithm_names = NULL;
+    if (OpenSSL_version_num() < 0x30500000UL)
         return 0;
     /* one more reference to the private default, kept: its context serves the delegates' contexts
      * for as long as the process lives (the library context is never freed either) */
-    if ((def = OSSL_PROVIDER_load(lib, "default")) == NULL)
-        return 0;
+    if ((lib = acc_evp_engine_libctx()) == NULL || (def = OSSL_PROVIDER_load(lib, "default")) == NULL)
+        return -1;
     def_provctx = OSSL_PROVIDER_get0_provider_ctx(def);
     algs = OSSL_PROVIDER_query_operation(def, OSSL_OP_CIPHER, &no_cache);
     /* The names, descriptions and dispatch tables are the built-in default provider's static data in
@@ -172,7 +173,7 @@ size_t acc_cipher_delegates(const OSSL_ALGORITHM *const served[], size_t nserved
                     a->algorithm_names);
             continue;
         }
-        if (!table_make(n, a->implementation))
+        if (!table_make((size_t)n, a->implementation))
             continue;
         delegates[n].algorithm_names = a->algorithm_names;
         delegates[n].property_definition = ACC_PROPS;

@@ -307,33 +307,56 @@ static int prov_get_params(void *vprov, OSSL_PARAM params[])
     return 1;
 }
 
-/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones, then (3.5+)
- * the delegates of the default's other AES ciphers, as one table, sized for what there is. */
-static OSSL_ALGORITHM *all_ciphers;
-static const OSSL_ALGORITHM no_ciphers[1];
-static pthread_once_t all_ciphers_once = PTHREAD_ONCE_INIT;
+/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones (served), then
+ * on 3.5+ the delegates of the default's other AES ciphers (provider/cipher_delegate.c), as one table.
+ * Static, so that no allocation can fail: room for every served entry (checked) and every delegate. */
+#define MAX_SERVED 32
+static OSSL_ALGORITHM served_ciphers[MAX_SERVED + 1];
+static OSSL_ALGORITHM all_ciphers[MAX_SERVED + ACC_DELEGATE_MAX + 1];
+static size_t nserved;
+static int all_ready;   /* atomic: all_ciphers is complete and fixed */
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+/* held while the delegates are made (a provider load): reset in a child, which makes them again */
+ACC_FORK_SAFE(&all_lock, 1, "cipher table", ACC_RANK_CIPHERS, ACC_FORK_RESET);
+static const OSSL_ALGORITHM *const served_tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms,
+                                                       acc_xts_cipher_algorithms, acc_hmac_cipher_algorithms };
+#define NSERVED_TABLES (sizeof(served_tables) / sizeof(served_tables[0]))
 
-static void all_ciphers_init(void)
+static void served_init(void)
 {
-    const OSSL_ALGORITHM *const tables[] = { acc_cipher_algorithms, acc_gcm_cipher_algorithms,
-                                             acc_xts_cipher_algorithms, acc_hmac_cipher_algorithms };
-    const size_t ntables = sizeof(tables) / sizeof(tables[0]);
-    const OSSL_ALGORITHM *delegates;
-    size_t n = 0, ndel;
+    for (size_t t = 0; t < NSERVED_TABLES; t++)
+        for (const OSSL_ALGORITHM *a = served_tables[t]; a->algorithm_names != NULL; a++) {
+            if (nserved == MAX_SERVED) {   /* a table grew past the room made here: say so, never drop quietly */
+                fprintf(stderr, "accelaes: more than %d served ciphers; %s not offered\n", MAX_SERVED,
+                        a->algorithm_names);
+                continue;
+            }
+            served_ciphers[nserved++] = *a;
+        }
+}
 
-    for (size_t t = 0; t < ntables; t++)
-        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL; a++)
-            n++;
-    ndel = acc_cipher_delegates(tables, ntables, &delegates);
-    /* made once and kept for the life of the module (libcrypto caches what the query returned) */
-    if ((all_ciphers = OPENSSL_zalloc((n + ndel + 1) * sizeof(*all_ciphers))) == NULL)
-        return;
-    n = 0;
-    for (size_t t = 0; t < ntables; t++)
-        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL; a++)
-            all_ciphers[n++] = *a;
-    for (size_t i = 0; i < ndel; i++)
-        all_ciphers[n++] = delegates[i];
+/* The cipher table. Where the delegates could not be made yet (the private default provider failed to
+ * load: an allocation), the served ones alone, uncached, and the next query tries again. */
+static const OSSL_ALGORITHM *cipher_query(int *no_cache)
+{
+    const OSSL_ALGORITHM *delegates;
+    int ndel;
+
+    if (__atomic_load_n(&all_ready, __ATOMIC_ACQUIRE))
+        return all_ciphers;
+    pthread_mutex_lock(&all_lock);
+    if (nserved == 0)
+        served_init();
+    if (!all_ready && (ndel = acc_cipher_delegates(served_tables, NSERVED_TABLES, &delegates)) >= 0) {
+        memcpy(all_ciphers, served_ciphers, nserved * sizeof(*all_ciphers));
+        memcpy(all_ciphers + nserved, delegates, (size_t)ndel * sizeof(*all_ciphers));
+        __atomic_store_n(&all_ready, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&all_lock);
+    if (__atomic_load_n(&all_ready, __ATOMIC_ACQUIRE))
+        return all_ciphers;
+    *no_cache = 1;
+    return served_ciphers;
 }
 
 /* OSSL_PROVIDER_do_all callback: does a provider other than this load offer any RAND? */
@@ -372,12 +395,7 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
     *no_cache = 0;
     switch (operation_id) {
     case OSSL_OP_CIPHER:
-        pthread_once(&all_ciphers_once, all_ciphers_init);
-        if (all_ciphers == NULL) {   /* the table could not be allocated: nothing, loudly */
-            acc_raise(ACC_R_MALLOC_FAILURE, "cannot allocate the cipher table");
-            return no_ciphers;
-        }
-        return all_ciphers;
+        return cipher_query(no_cache);
     case OSSL_OP_RAND:
         return rand_query(vprov, no_cache);
     case OSSL_OP_SKEYMGMT:
