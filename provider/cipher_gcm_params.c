@@ -252,6 +252,12 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
     if (g->pipe != NULL && (p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_PIPELINE_AEAD_TAG)) != NULL
         && !acc_gcm_pipe_get_tag(g, p))
         return 0;
+    if (acc_compat()->gcm_get_walks_request) {   /* 3.5: in the request's order, every occurrence */
+        for (p = params; p->key != NULL; p++)
+            if ((i = get_find(p->key)) != NGETS && !gets[i].get(g, p))
+                return 0;
+        return 1;
+    }
     for (i = 0; i < NGETS; i++)
         if ((p = OSSL_PARAM_locate(params, gets[i].key)) != NULL && !gets[i].get(g, p))
             return 0;

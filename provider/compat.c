@@ -244,6 +244,29 @@ static int refuses_repeated(OSSL_PROVIDER *prov, const char *cipher, int set, co
     return r;
 }
 
+/* Does the default's AES-128-GCM walk a get request in its order (3.5's decoder loop, which answers
+ * each occurrence of a repeated key too), rather than look its own keys up in its own order (3.0's,
+ * 3.6's)? Asked with the tag first, which fails before an encryption's final: walking, it stops
+ * there and leaves the ivlen after it unanswered. (-1: cannot tell) */
+static int gcm_get_walks_request(OSSL_PROVIDER *prov)
+{
+    static const unsigned char key[16], iv[12];
+    unsigned char tag[16];
+    size_t ivlen = 0;
+    OSSL_PARAM p[3] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, sizeof(tag)),
+                        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, &ivlen), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx;
+    int r = -1;
+
+    if (!find_cipher(prov, "AES-128-GCM", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+        return -1;
+    if (f.einit(ctx, key, sizeof(key), iv, sizeof(iv), NULL) && !f.get(ctx, p))
+        r = !OSSL_PARAM_modified(&p[1]);
+    f.freectx(ctx);
+    return r;
+}
+
 /* The default's answer, or the release's where the default cannot be asked (-1) */
 static int ask(int answer, int by_release)
 {
@@ -277,6 +300,7 @@ static void find_flags(void)
         since_4_0);
     flags.gcm_final_tag_not_set = ask(gcm_final_raises(def), since_4_0);
     flags.gcm_get_iv_generates = ask(gcm_get_iv_generates(def), since_4_0);
+    flags.gcm_get_walks_request = ask(gcm_get_walks_request(def), since_3_5 && !since_3_6);
     flags.repeated_param_refused[ACC_DECODER_COMMON] =
         ask(refuses_repeated(def, "AES-128-ECB", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_3_6);
     flags.repeated_param_refused[ACC_DECODER_STITCHED] =

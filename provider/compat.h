@@ -40,6 +40,11 @@ typedef struct {
      * (before: fails, nothing raised). OpenSSL 4.0. */
     int gcm_final_tag_not_set;
     int gcm_get_iv_generates;
+    /* GCM's get_ctx_params walks the request in its order and answers every parameter it knows, each
+     * occurrence of a repeated one too, stopping at the first that fails. OpenSSL 3.5 (its decoder
+     * loop); 3.0 and 3.6 look each of their keys up in their own order (3.0: the first occurrence
+     * alone; 3.6 refuses a repeated one first: repeated_param_refused). */
+    int gcm_get_walks_request;
     /* get/set_ctx_params refuse a request that names one of the cipher's known parameters twice,
      * with PROV's "repeated parameter" ("param %s is repeated"), before reading or writing any, per
      * decoder (acc_param_decoder): the plain modes' and GCM's from OpenSSL 3.6 (generated decoders),

@@ -13,6 +13,7 @@
 #include <openssl/provider.h>
 #include "accel/mb.h"
 #include "provider/algs.h"
+#include "provider/cipher_delegate.h"
 #include "provider/cipher_hmac.h"
 #include "provider/skey.h"
 #include "scheduler/forksafe.h"
@@ -307,20 +308,58 @@ static int prov_get_params(void *vprov, OSSL_PARAM params[])
     return 1;
 }
 
-/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones, as one table. */
-#define MAX_CIPHER_ALGS 24
-static OSSL_ALGORITHM all_ciphers[MAX_CIPHER_ALGS];
-static pthread_once_t all_ciphers_once = PTHREAD_ONCE_INIT;
+/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones (served), then
+ * on 3.5+ the delegates of the default's other AES ciphers (provider/cipher_delegate.c), as one table.
+ * Static, so that no allocation can fail: room for every served entry (checked) and every delegate. */
+#define MAX_SERVED 32
+static OSSL_ALGORITHM served_ciphers[MAX_SERVED + 1];
+static OSSL_ALGORITHM all_ciphers[MAX_SERVED + ACC_DELEGATE_MAX + 1];
+static size_t nserved;
+static int all_ready;   /* atomic: all_ciphers is complete and fixed */
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+/* held while the delegates are made (a provider load): reset in a child, which makes them again */
+ACC_FORK_SAFE(&all_lock, 1, "cipher table", ACC_RANK_CIPHERS, ACC_FORK_RESET);
+/* GCM's table depends on the running libcrypto (the pipeline functions from 3.5): filled in served_init */
+static const OSSL_ALGORITHM *served_tables[] = { acc_cipher_algorithms, NULL, acc_xts_cipher_algorithms,
+                                                 acc_hmac_cipher_algorithms };
+#define NSERVED_TABLES (sizeof(served_tables) / sizeof(served_tables[0]))
 
-static void all_ciphers_init(void)
+static void served_init(void)
 {
-    const OSSL_ALGORITHM *tables[] = { acc_cipher_algorithms, acc_gcm_algorithms(), acc_xts_cipher_algorithms,
-                                       acc_hmac_cipher_algorithms };
-    size_t n = 0;
+    served_tables[1] = acc_gcm_algorithms();
+    for (size_t t = 0; t < NSERVED_TABLES; t++)
+        for (const OSSL_ALGORITHM *a = served_tables[t]; a->algorithm_names != NULL; a++) {
+            if (nserved == MAX_SERVED) {   /* a table grew past the room made here: say so, never drop quietly */
+                fprintf(stderr, "accelaes: more than %d served ciphers; %s not offered\n", MAX_SERVED,
+                        a->algorithm_names);
+                continue;
+            }
+            served_ciphers[nserved++] = *a;
+        }
+}
 
-    for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
-        for (const OSSL_ALGORITHM *a = tables[t]; a->algorithm_names != NULL && n < MAX_CIPHER_ALGS - 1; a++)
-            all_ciphers[n++] = *a;
+/* The cipher table. Where the delegates could not be made yet (the private default provider failed to
+ * load: an allocation), the served ones alone, uncached, and the next query tries again. */
+static const OSSL_ALGORITHM *cipher_query(int *no_cache)
+{
+    const OSSL_ALGORITHM *delegates;
+    int ndel;
+
+    if (__atomic_load_n(&all_ready, __ATOMIC_ACQUIRE))
+        return all_ciphers;
+    pthread_mutex_lock(&all_lock);
+    if (nserved == 0)
+        served_init();
+    if (!all_ready && (ndel = acc_cipher_delegates(served_tables, NSERVED_TABLES, &delegates)) >= 0) {
+        memcpy(all_ciphers, served_ciphers, nserved * sizeof(*all_ciphers));
+        memcpy(all_ciphers + nserved, delegates, (size_t)ndel * sizeof(*all_ciphers));
+        __atomic_store_n(&all_ready, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&all_lock);
+    if (__atomic_load_n(&all_ready, __ATOMIC_ACQUIRE))
+        return all_ciphers;
+    *no_cache = 1;
+    return served_ciphers;
 }
 
 /* OSSL_PROVIDER_do_all callback: does a provider other than this load offer any RAND? */
@@ -359,8 +398,7 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
     *no_cache = 0;
     switch (operation_id) {
     case OSSL_OP_CIPHER:
-        pthread_once(&all_ciphers_once, all_ciphers_init);
-        return all_ciphers;
+        return cipher_query(no_cache);
     case OSSL_OP_RAND:
         return rand_query(vprov, no_cache);
     case OSSL_OP_SKEYMGMT:

@@ -34,6 +34,7 @@ enum {
     ACC_RANK_BATCH = 5,
     ACC_RANK_POOL = 10,      /* scheduler/pool.c: starting a thread asks the scheduler for units */
     ACC_RANK_SCHED = 20,     /* scheduler/sched.c: initialisation */
+    ACC_RANK_CIPHERS = 30,   /* provider/prov.c: the cipher table, made with the private default (evp engine) */
     ACC_RANK_EVP_ENGINE = 40,
     ACC_RANK_PRIV = 50,      /* provider/prov.c: the private library context */
     ACC_RANK_GPU = 60,

@@ -110,6 +110,7 @@ _PROTOS = {
     "EVP_CIPHER_CTX_is_encrypting": (c_int, [c_void_p]),
     "OSSL_PARAM_locate_const": (c_void_p, [c_void_p, c_char_p]),
     "ERR_get_error": (c_ulong, []),
+    "OpenSSL_version_num": (c_ulong, []),
     "ERR_peek_error": (c_ulong, []),
     "ERR_clear_error": (None, []),
     "ERR_error_string_n": (None, [c_ulong, c_char_p, c_size_t]),
