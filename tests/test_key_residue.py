@@ -224,9 +224,15 @@ def run_child(provider, env_extra, seed, keep=False):
     return slots, hits, scanned
 
 
-def describe(hits, limit=40):
-    lines = [f"{where}: slot {slot} {name} {what}" for where, slot, name, what in hits[:limit]]
-    return "\n".join(lines) + (f"\n... and {len(hits) - limit} more" if len(hits) > limit else "")
+def describe(hits, limit=30):
+    """A count per mapping and cipher, then the first copies found."""
+    counts = {}
+    for where, slot, name, what in hits:
+        key = (where.split(" +")[0], f"slot {slot} {name}")
+        counts[key] = counts.get(key, 0) + 1
+    lines = [f"{n} copies in {region}: {cipher}" for (region, cipher), n in sorted(counts.items())]
+    lines += [f"  {where}: slot {slot} {name} {what}" for where, slot, name, what in hits[:limit]]
+    return "\n".join(lines) + (f"\n  ... and {len(hits) - limit} more" if len(hits) > limit else "")
 
 
 def test_default_provider_leaves_nothing():
