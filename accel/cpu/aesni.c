@@ -146,7 +146,8 @@ static int ni_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, siz
 {
     cbc_dec_body(k, in, out, n, iv);
     acc_clear_xmm();
-    acc_stack_scrub();
+    if (n >= 8)                 /* below 8 blocks the tail needs few registers and spills no key */
+        acc_stack_scrub_sse();
     return 1;
 }
 
@@ -169,7 +170,8 @@ static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t 
 {
     ctr_body(k, in, out, n, ctr);
     acc_clear_xmm();
-    acc_stack_scrub();
+    if (n >= 8)
+        acc_stack_scrub_sse();
     return 1;
 }
 

@@ -240,16 +240,17 @@ TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
     return 1;
 }
 
-/* The xmm head spills round keys: out of line, its frame scrubbed after it (accel/wipe.h). */
-TGT_VAES static __attribute__((noinline)) void cbc_dec_body(const acc_aes_key *k, const uint8_t *in,
-                                                              uint8_t *out, size_t n, uint8_t ivb[16])
+TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
+                              uint8_t ivb[16])
 {
     size_t h = xmm_head(n, in, out);
 
     x_cbcdec(k->dec, k->rounds, in, out, h, ivb);   /* ivb becomes the head's last ciphertext block */
     in += 16 * h, out += 16 * h, n -= h;
-    if (n == 0)
-        return;
+    if (n == 0) {
+        acc_clear_zmm();
+        return 1;
+    }
     /* The last ciphertext block is the next IV; take it before in == out overwrites it. */
     __m128i next = XLD(in + 16 * (n - 1));
     __m512i iv = _mm512_broadcast_i32x4(XLD(ivb));
@@ -257,13 +258,8 @@ TGT_VAES static __attribute__((noinline)) void cbc_dec_body(const acc_aes_key *k
     BY_ROUNDS(k->rounds, C)
 #undef C
     XST(ivb, next);
-}
-
-TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t ivb[16])
-{
-    cbc_dec_body(k, in, out, n, ivb);
+    acc_stack_scrub_zmm();      /* the zmm code spills round keys (accel/wipe.h) */
     acc_clear_zmm();
-    acc_stack_scrub_zmm();
     return 1;
 }
 
