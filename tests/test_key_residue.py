@@ -11,7 +11,7 @@ control (nothing found); a child that keeps one context alive is the proof that 
 import os
 import re
 import subprocess
-import time
+import threading
 
 import pytest
 
@@ -202,13 +202,15 @@ def run_child(provider, env_extra, seed, keep=False):
     args = [str(DRIVER), provider, str(seed)] + (["327680", "keep"] if keep else [])
     p = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    slots, t0 = [], time.monotonic()
+    slots = []
+    watchdog = threading.Timer(120, p.kill)     # a child that hangs before "ready" ends the wait
+    watchdog.start()
     try:
         for line in p.stdout:
             if line.startswith("slot "):
                 _, n, name = line.split()
                 slots.append((int(n), name))
-            elif line.startswith("ready") or time.monotonic() - t0 > 120:
+            elif line.startswith("ready"):
                 break
         assert p.poll() is None, f"the child ended early: {p.stderr.read()[-3000:]}"
         try:
@@ -217,6 +219,7 @@ def run_child(provider, env_extra, seed, keep=False):
             pytest.skip(f"cannot read the child's memory here: {e}")
         out, err = p.communicate("", timeout=60)
     finally:
+        watchdog.cancel()
         if p.poll() is None:
             p.kill()
             p.wait()
