@@ -62,6 +62,28 @@ static inline __attribute__((always_inline)) ACC_TGT_AVX512 void acc_clear_zmm(v
                            "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
 }
 
+/* For code built for no particular vector ISA around a library that picks one at run time
+ * (intel-ipsec-mb): clears what the CPU has. */
+static __attribute__((noinline, unused)) ACC_TGT_AVX512 void acc_clear_zmm_call(void)
+{
+    acc_clear_zmm();
+}
+
+static __attribute__((noinline, unused, target("avx"))) void acc_clear_ymm_call(void)
+{
+    _mm256_zeroall();
+}
+
+static inline __attribute__((unused)) void acc_clear_vregs(void)
+{
+    if (__builtin_cpu_supports("avx512f"))
+        acc_clear_zmm_call();
+    else if (__builtin_cpu_supports("avx"))
+        acc_clear_ymm_call();
+    else
+        acc_clear_xmm();
+}
+
 /* The same in 16 zmm stores, after the zmm code of the VAES engine. */
 static __attribute__((noinline, unused)) ACC_TGT_AVX512 void acc_stack_scrub_zmm(void)
 {
