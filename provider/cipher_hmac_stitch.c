@@ -7,6 +7,7 @@
 #include <string.h>
 #include <immintrin.h>
 #include <openssl/crypto.h>
+#include "accel/wipe.h"
 #include "provider/cipher_hmac.h"
 
 #define STITCH_TARGET __attribute__((target("sha,aes,sse4.1,ssse3")))
@@ -216,5 +217,6 @@ size_t acc_hmac_stitch(acc_hmac_ctx *h, uint8_t *out, size_t iv, size_t plen, si
     }
     *hashed += 64 * n;
     OPENSSL_cleanse(&k, sizeof(k));
+    acc_clear_xmm();            /* the round keys sat in registers through the loop (accel/wipe.h) */
     return 64 * n;
 }

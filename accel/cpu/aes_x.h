@@ -7,6 +7,7 @@
 #include <string.h>
 #include <immintrin.h>
 #include "accel/engine.h"
+#include "accel/wipe.h"
 
 
 /* Per-function targets, so the Makefile needs no -m flags and the library still loads on any x86-64.

@@ -65,6 +65,7 @@ TGT_NI static int ni_set_key(acc_aes_key *k, const uint8_t *key, size_t keylen, 
     k->has_dec = !enc_only;
     if (!enc_only)
         expand_dec(k);
+    acc_clear_xmm();
     return 1;
 }
 
@@ -90,12 +91,14 @@ static void ni_free_key(acc_aes_key *k)
 TGT_NI static int ni_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
     x_ecb(k->enc, k->rounds, in, out, n, 0);
+    acc_clear_xmm();
     return 1;
 }
 
 TGT_NI static int ni_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
     x_ecb(k->dec, k->rounds, in, out, n, 1);
+    acc_clear_xmm();
     return 1;
 }
 
@@ -127,18 +130,29 @@ TGT_NI static int ni_cbc_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *o
     x = _mm_aesenclast_si128(x, kl);
     XST(out, x);
     XST(iv, x);
+    acc_clear_xmm();
     return 1;
 }
 
-TGT_NI static int ni_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
-                             uint8_t iv[16])
+/* CBC decryption and CTR keep the whole schedule in registers and spill some of it (16 xmm):
+ * the body runs out of line and its frame is scrubbed after it (accel/wipe.h). */
+TGT_NI static __attribute__((noinline)) void cbc_dec_body(const acc_aes_key *k, const uint8_t *in, uint8_t *out,
+                                                          size_t n, uint8_t iv[16])
 {
     x_cbcdec(k->dec, k->rounds, in, out, n, iv);
+}
+
+static int ni_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t iv[16])
+{
+    cbc_dec_body(k, in, out, n, iv);
+    acc_clear_xmm();
+    if (n >= 8)                 /* below 8 blocks the tail needs few registers and spills no key */
+        acc_stack_scrub_sse();
     return 1;
 }
 
-TGT_NI static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n,
-                         uint8_t ctr[16])
+TGT_NI static __attribute__((noinline)) void ctr_body(const acc_aes_key *k, const uint8_t *in, uint8_t *out,
+                                                      size_t n, uint8_t ctr[16])
 {
     uint64_t hi = load_be64(ctr), lo = load_be64(ctr + 8);
     while (n) {
@@ -150,6 +164,14 @@ TGT_NI static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, 
     }
     store_be64(ctr, hi);
     store_be64(ctr + 8, lo);
+}
+
+static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t ctr[16])
+{
+    ctr_body(k, in, out, n, ctr);
+    acc_clear_xmm();
+    if (n >= 8)
+        acc_stack_scrub_sse();
     return 1;
 }
 

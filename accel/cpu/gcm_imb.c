@@ -28,6 +28,7 @@ const acc_gcm_engine *acc_gcm_engine_imb(void)
 #include <string.h>
 #include <openssl/crypto.h>
 #include "accel/cpu/mb_int.h"
+#include "accel/wipe.h"
 #include "accel/mb.h"
 
 /* The functions of one key size, taken from a manager at set_key. A manager is per thread and
@@ -79,6 +80,7 @@ static int imb_set_key(acc_gcm_state *s, const uint8_t *key, size_t keylen)
     default:
         return 0;
     }
+    acc_clear_vregs();      /* ipsec-mb leaves round keys and hash keys in vector registers */
     return imb_get_errno(m) == 0;
 }
 
@@ -106,6 +108,7 @@ static int imb_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen,
     g->zeroed = 0;
     /* ipsec-mb's parameter checks refuse a NULL AAD even of length 0 */
     g->f.init(&g->key, &g->msg, iv, ivlen, aadlen > 0 ? aad : none, aadlen);
+    acc_clear_vregs();
     return 1;
 }
 
@@ -116,6 +119,7 @@ static int imb_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t 
     if (len == 0)
         return 1;
     (g->enc ? g->f.enc : g->f.dec)(&g->key, &g->msg, out, in, len);
+    acc_clear_vregs();
     return 1;
 }
 
@@ -129,9 +133,11 @@ static int imb_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
      * final is bound by such calls) */
     if (g->enc && !g->zeroed) {
         g->f.enc_fin(&g->key, &g->msg, tag, ACC_GCM_TAG_LEN);
+        acc_clear_vregs();
         return 1;
     }
     (g->enc ? g->f.enc_fin : g->f.dec_fin)(&g->key, &g->msg, t, ACC_GCM_TAG_LEN);
+    acc_clear_vregs();
     for (int i = 0; i < ACC_GCM_TAG_LEN; i++)
         t[i] ^= g->unmask[i] & (uint8_t)-g->zeroed;
     if (g->enc) {
@@ -174,6 +180,7 @@ static void imb_ghash(const acc_gcm_state *s, const uint8_t *in, size_t nblocks,
     /* IMB_GHASH: the tag is both the state it starts from and the result, in GCM's byte order */
     if (nblocks > 0)
         g->f.ghash(&g->key, in, (uint64_t)nblocks * 16, state, 16);
+    acc_clear_vregs();
 }
 
 static int imb_split_get(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16], uint8_t h[16])
@@ -220,6 +227,7 @@ static void imb_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const
     acc_gcm_inc32(c, UINT32_MAX);   /* minus one, mod 2^32 */
     reverse16(m.current_counter, c);
     (g->enc ? g->f.enc : g->f.dec)(&g->key, &m, out, in, (uint64_t)nblocks * 16);
+    acc_clear_vregs();
     reverse16(ghash, m.aad_hash);
     OPENSSL_cleanse(&m, sizeof(m));
 }
@@ -239,6 +247,7 @@ static int restart_at(acc_gcm_state *s, int enc, const uint8_t *aad, size_t aadl
         return 0;
     memset(&g->msg, 0, sizeof(g->msg));
     g->f.enc_fin(&g->key, &g->msg, g->unmask, ACC_GCM_TAG_LEN);
+    acc_clear_vregs();
     memset(&g->msg, 0, sizeof(g->msg));
     imb_ghash(s, aad, whole, h);
     if (aadlen % 16 != 0) {

@@ -223,17 +223,20 @@ TGT_VAES INLINE void ecb(const acc_aes_key *k, const uint8_t *in, uint8_t *out, 
 #define C(r) (dec ? ecb_dec##r : ecb_enc##r)(rk, in, out, n)
     BY_ROUNDS(k->rounds, C)
 #undef C
+    acc_stack_scrub_zmm();      /* the zmm code spills round keys (accel/wipe.h) */
 }
 
 TGT_VAES int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
     ecb(k, in, out, n, 0);
+    acc_clear_zmm();
     return 1;
 }
 
 TGT_VAES int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n)
 {
     ecb(k, in, out, n, 1);
+    acc_clear_zmm();
     return 1;
 }
 
@@ -244,8 +247,10 @@ TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
 
     x_cbcdec(k->dec, k->rounds, in, out, h, ivb);   /* ivb becomes the head's last ciphertext block */
     in += 16 * h, out += 16 * h, n -= h;
-    if (n == 0)
+    if (n == 0) {
+        acc_clear_zmm();
         return 1;
+    }
     /* The last ciphertext block is the next IV; take it before in == out overwrites it. */
     __m128i next = XLD(in + 16 * (n - 1));
     __m512i iv = _mm512_broadcast_i32x4(XLD(ivb));
@@ -253,6 +258,8 @@ TGT_VAES int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *
     BY_ROUNDS(k->rounds, C)
 #undef C
     XST(ivb, next);
+    acc_stack_scrub_zmm();      /* the zmm code spills round keys (accel/wipe.h) */
+    acc_clear_zmm();
     return 1;
 }
 
@@ -290,13 +297,16 @@ TGT_VAES int acc_vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out,
 #define C(r) ctr##r(k->enc, in, out, n, hi, lo)
             BY_ROUNDS(k->rounds, C)
 #undef C
+            acc_stack_scrub_zmm();
         }
         lo += n;
         hi += (lo == 0);
     } else {
-        ctr_general(k, in, out, n, &hi, &lo);
+        ctr_general(k, in, out, n, &hi, &lo);   /* rare (a wrap of the low half): spills, scrubbed */
+        acc_stack_scrub_zmm();
     }
     store_be64(ctr, hi);
     store_be64(ctr + 8, lo);
+    acc_clear_zmm();
     return 1;
 }
