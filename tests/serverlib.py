@@ -144,7 +144,22 @@ class Postgres(Server):
                              "-c", f"unix_socket_directories={d}", "-c", "ssl=on",
                              "-c", f"ssl_cert_file={d}/cert.pem", "-c", f"ssl_key_file={d}/key.pem",
                              "-c", "ssl_ciphers=AES128-SHA", "-c", "fsync=off", "-c", "shared_buffers=16MB"]
-        return self.spawn(argv, env, listening, **self.as_user())
+        return self.spawn(argv, self.module_env(env), listening, **self.as_user())
+
+    def module_env(self, env):
+        """The postgres user must read the module and its configuration: a checkout under a folder only
+        root may enter (a CI clone in mktemp -d's 0700 folder) would leave PostgreSQL on the default
+        provider alone. Copies of both in the server's own folder, named by env instead."""
+        if not self.user or os.geteuid() != 0 or "OPENSSL_CONF" not in env or "OPENSSL_MODULES" not in env:
+            return env
+        mods = self.dir / "modules"
+        mods.mkdir(mode=0o755, exist_ok=True)
+        module = Path(env["OPENSSL_MODULES"]) / "accelaes.so"
+        shutil.copyfile(module, mods / "accelaes.so")
+        shutil.copyfile(env["OPENSSL_CONF"], self.dir / "accelaes.cnf")
+        os.chmod(mods / "accelaes.so", 0o755)
+        os.chmod(self.dir / "accelaes.cnf", 0o644)
+        return dict(env, OPENSSL_MODULES=str(mods), OPENSSL_CONF=str(self.dir / "accelaes.cnf"))
 
     def stop(self):
         # SIGINT: PostgreSQL's "fast" shutdown, every backend exits (exit() publishes the counters)

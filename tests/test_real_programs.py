@@ -378,10 +378,9 @@ http {{
 
 
 def counted(env, uid):
-    """Bytes accelaes counted in the segment env names. accelaes-stat reads only a segment its
-    user owns: the master (root) makes it when it loads the provider, and the workers count into
-    the table they inherited; a segment that www-data made (a worker that attached on its own)
-    is read as www-data."""
+    """Bytes accelaes counted in the segment env names. The master (root) makes it when it loads the
+    provider, and the workers count into the table they inherited; a segment that another user made
+    (a worker that attached on its own, PostgreSQL) is that user's, which root reads with --user."""
     try:
         owner = os.stat("/dev/shm" + env["ACCELAES_SHM_NAME"]).st_uid
     except FileNotFoundError:
@@ -389,8 +388,11 @@ def counted(env, uid):
     if owner == os.geteuid():
         return stat_total(env)
     assert owner == uid, f"segment owned by uid {owner}, neither ours nor the workers' ({uid})"
-    p = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, text=True,
-                       timeout=30, user=uid, group=pwd.getpwuid(uid).pw_gid, extra_groups=[])
+    # root reads another user's segment by name with --user (so the tool need not be reachable by that
+    # user: a checkout in a private folder); otherwise as that user
+    kw = {} if os.geteuid() == 0 else {"user": uid, "group": pwd.getpwuid(uid).pw_gid, "extra_groups": []}
+    argv = [str(STAT_TOOL), "--json"] + (["--user", str(uid)] if os.geteuid() == 0 else [])
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, **kw)
     assert p.returncode == 0, p.stderr
     totals = json.loads(p.stdout)["totals"]
     return sum(int(totals.get(k + "_bytes", 0)) for k in ("inline", "split", "batch", "gpu"))
