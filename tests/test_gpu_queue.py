@@ -220,7 +220,10 @@ def test_gpu_waits_block(require_provider, device):
     ratio, ref = res[-1]["ratio"], res[-1]["ref"]
     print(f"{device}: caller CPU / wall = {ratio:.3f}; the default provider's in the same run {ref:.3f}")
     # Relative to a caller that works, measured in the same child: no absolute bound, which a loaded
-    # machine (CI, other tests) would break.
+    # machine (CI, other tests) would break. Where even the default provider's caller got under half a
+    # CPU, the machine is too oversubscribed for CPU/wall to tell anything apart: said, not judged.
+    if ref < 0.5:
+        pytest.skip(f"machine oversubscribed: a working caller got {ref:.2f} CPU/wall ({device}'s: {ratio:.2f})")
     if device == "process":
         assert ratio < 0.5 * ref, f"the caller spent {ratio:.2f} of the wall time on the CPU while the device " \
                                   f"worked (a working caller: {ref:.2f})"
