@@ -15,7 +15,12 @@ import threading
 
 import pytest
 
-from conftest import BUILD, MODULE, PROVIDER, SEED, lanes_missing
+from conftest import BUILD, MODULE, PROVIDER, SANITIZER, SEED, lanes_missing
+
+# Under a sanitizer the child's writable memory includes the sanitizer's shadow (terabytes reserved, CI's
+# asan pass did not get past this file): the plain pass of make test is the check.
+pytestmark = pytest.mark.skipif(bool(SANITIZER), reason=f"a whole-memory scan of a {SANITIZER} process reads "
+                                "its shadow memory too (terabytes reserved); the plain suite runs this file")
 
 DRIVER = BUILD / "tests" / "test_key_residue"
 FAKE_GPU = BUILD / "accelaes-fakegpu.so"
