@@ -71,6 +71,13 @@ class Server:
     def uid(self):
         return pwd.getpwnam(self.user).pw_uid if self.user and os.geteuid() == 0 else os.geteuid()
 
+    def claim_user(self):
+        """Root runs the server as its own user (made if missing); anyone else runs it as themselves."""
+        if os.geteuid() == 0:
+            ensure_user(self.user)
+        else:
+            self.user = None
+
     def as_user(self):
         """subprocess arguments that run a child as self.user (with its groups only), if set."""
         if not self.user or os.geteuid() != 0:
@@ -125,10 +132,7 @@ class Postgres(Server):
 
     def __init__(self):
         super().__init__()
-        if os.geteuid() == 0:
-            ensure_user(self.user)
-        else:
-            self.user = None
+        self.claim_user()
         make_cert(self.dir, self.user)
         if self.user:
             pw = pwd.getpwnam(self.user)
@@ -324,10 +328,7 @@ class Mosquitto(Server):
 
     def __init__(self):
         super().__init__()
-        if os.geteuid() == 0:
-            ensure_user(self.user)
-        else:
-            self.user = None
+        self.claim_user()
         self.cert, self.key = make_cert(self.dir, self.user)
 
     def start(self, env, version, ciphers=None):
