@@ -21,8 +21,19 @@ typedef struct acc_aes_key {
     int rounds;        /* 10, 12 or 14 */
     int keybits;       /* 128, 192 or 256 */
     int has_dec;       /* dec[] valid */
-    void *evp;         /* nested-EVP engine only: private EVP_CIPHER_CTX pair (NULL otherwise) */
+    struct acc_evp_keyset *evp; /* nested-EVP engine only: its private EVP_CIPHER_CTXs (NULL otherwise) */
 } acc_aes_key;
+
+/* What an engine offers besides the block functions. Callers ask these, never which engine it is. */
+enum {
+    /* The schedule in acc_aes_key.enc/.dec is AES-NI's layout (aesenc order; dec with aesimc
+     * applied), which intel-ipsec-mb's lanes and the stitched CBC-HMAC code read in place. */
+    ACC_CAP_NI_SCHEDULE = 1u << 0,
+    /* The block functions run on zmm registers (VAES): GCM's VAES engine pairs with it. */
+    ACC_CAP_ZMM = 1u << 1,
+    /* The block functions can fail (nested EVP calls); the others always return 1. */
+    ACC_CAP_MAY_FAIL = 1u << 2
+};
 
 /* An engine: key set-up plus whole-block functions. All lengths are in blocks.
  *  - in == out is legal for every function; other overlaps are not.
@@ -55,7 +66,13 @@ typedef struct acc_engine {
     int  (*copy_key)(acc_aes_key *dst, const acc_aes_key *src);
     /* Cleanse and release a schedule. */
     void (*free_key)(acc_aes_key *k);
+    unsigned caps;   /* ACC_CAP_* */
 } acc_engine;
+
+static inline int acc_engine_has(const acc_engine *e, unsigned caps)
+{
+    return e != NULL && (e->caps & caps) == caps;
+}
 
 /* accel/cpu/aesni.c: AES-NI (and VAES where the CPU has it). NULL if the CPU lacks AES-NI. */
 const acc_engine *acc_engine_aesni(void);

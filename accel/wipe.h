@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <immintrin.h>
+#include "accel/cpu/cpu_features.h"
 
 /* memset that stays: the asm claims to read the memory, so the stores are not dead. */
 static inline void acc_wipe(void *p, size_t n)
@@ -76,9 +77,9 @@ static __attribute__((noinline, unused, target("avx"))) void acc_clear_ymm_call(
 
 static inline __attribute__((unused)) void acc_clear_vregs(void)
 {
-    if (__builtin_cpu_supports("avx512f"))
+    if (acc_cpu_has(ACC_CPU_AVX512F))
         acc_clear_zmm_call();
-    else if (__builtin_cpu_supports("avx"))
+    else if (acc_cpu_has(ACC_CPU_AVX))
         acc_clear_ymm_call();
     else
         acc_clear_xmm();

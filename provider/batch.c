@@ -204,13 +204,11 @@ static int batch_pays(const acc_cipher_ctx *ctx, size_t len)
 
 /* The lanes read the key schedule in place, so it must be in AES-NI's layout, which
  * intel-ipsec-mb shares (checked byte for byte: its IMB_AES_KEYEXP_* give the same enc[] and,
- * in decryption order, the same dec[]). Only the AES-NI engine makes that layout; the nested-EVP
+ * in decryption order, the same dec[]). Only an engine with ACC_CAP_NI_SCHEDULE makes that layout; the nested-EVP
  * engine (no AES-NI, or ACCELAES_FORCE_EVP_ENGINE=1) keeps its keys elsewhere. */
 static int key_fits_lanes(const acc_cipher_ctx *ctx)
 {
-    const acc_engine *ni = acc_engine_aesni();
-
-    return ni != NULL && ctx->eng == ni && acc_cipher_key(ctx)->evp == NULL;
+    return acc_engine_has(ctx->eng, ACC_CAP_NI_SCHEDULE) && acc_cipher_key(ctx)->evp == NULL;
 }
 
 /* Run the queue: one CPU unit held while the lanes run, where one is idle. If none is, the

@@ -10,6 +10,7 @@
  * one record at a time on a refused AAD. */
 #include <string.h>
 #include <openssl/rand.h>
+#include "accel/cpu/cpu_features.h"
 #include "accel/mb.h"
 #include "provider/cipher_hmac.h"
 #include "provider/prov.h"
@@ -57,7 +58,7 @@ int acc_hmac_mb_aad(acc_hmac_ctx *h, const uint8_t *aad, size_t len, unsigned in
     if (inp != 0) {
         if (inp < 4096)
             return 0;                   /* too short to pay: one record at a time */
-        n = inp >= 8192 && __builtin_cpu_supports("avx2") ? 8 : 4;
+        n = inp >= 8192 && acc_cpu_has(ACC_CPU_AVX2) ? 8 : 4;
     } else if (interleave / 4 == 1 || interleave / 4 == 2) {
         n = interleave / 4 * 4;         /* the default's rounding: 4 to 7 give 4, 8 to 11 give 8 */
         inp = len;
@@ -106,7 +107,7 @@ static int encrypt_bodies(acc_hmac_ctx *h, acc_req *r, unsigned int n, size_t to
 {
     const acc_engine *e = h->aes.eng;
 
-    if (e == acc_engine_aesni() && acc_mb_available()) {
+    if (acc_engine_has(e, ACC_CAP_NI_SCHEDULE) && acc_mb_available()) {
         /* no retry on the engine after a failure: bodies may be partly encrypted */
         if (!acc_mb_run(r, n))
             return acc_engine_fail(&h->aes, total);
@@ -131,7 +132,7 @@ static int macs_and_bodies(acc_hmac_ctx *h, acc_req *r, unsigned int n, const si
     uint32_t ipad[8] = { 0 }, opad[8] = { 0 };
     int done = -1;
 
-    if (h->head_len > 0 && h->aes.eng == acc_engine_aesni()) {
+    if (h->head_len > 0 && acc_engine_has(h->aes.eng, ACC_CAP_NI_SCHEDULE)) {
         h->sha->chain(&h->head, ipad);
         h->sha->chain(&h->tail, opad);
         for (unsigned int i = 0; i < n; i++) {

@@ -173,7 +173,7 @@ static int encrypt_record(acc_hmac_ctx *h, uint8_t *out, const uint8_t *in, size
     /* Inside an ASYNC job the whole record goes to the policy, which may batch it with other
      * jobs' records in multi-buffer lanes; elsewhere, on AES-NI, hashing and AES run fused
      * (SHA-NI) or interleaved in small steps, and the rest of the record goes to the policy. */
-    if (h->aes.eng == acc_engine_aesni() && ASYNC_get_current_job() == NULL) {
+    if (acc_engine_has(h->aes.eng, ACC_CAP_NI_SCHEDULE) && ASYNC_get_current_job() == NULL) {
         if (acc_hmac_stitch_usable(h))
             done = acc_hmac_stitch(h, out, iv, plen, &hashed);
         else if (!interleave(h, out, iv, plen, &hashed, &done))

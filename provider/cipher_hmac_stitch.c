@@ -2,36 +2,19 @@
  * bytes, one SHA-1 or SHA-256 block (SHA-NI) and four AES-CBC blocks (AES-NI), so that the SHA
  * rounds run in the idle slots of the latency-bound CBC chain. Only with the AES-NI engine,
  * whose key schedule is laid out for aesenc (accel/engine.h), and on CPUs with SHA-NI. */
-#include <cpuid.h>
-#include <pthread.h>
 #include <string.h>
 #include <immintrin.h>
 #include <openssl/crypto.h>
+#include "accel/cpu/cpu_features.h"
 #include "accel/wipe.h"
 #include "provider/cipher_hmac.h"
 
 #define STITCH_TARGET __attribute__((target("sha,aes,sse4.1,ssse3")))
 
-static int have_sha_ni;
-
-static void detect(void)
-{
-    unsigned int a, b, c, d;
-
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_AES) || !(c & bit_SSE4_1) || !(c & bit_SSSE3))
-        return;
-    if (__get_cpuid_max(0, NULL) < 7)
-        return;
-    __cpuid_count(7, 0, a, b, c, d);
-    have_sha_ni = (b & bit_SHA) != 0;
-}
-
+/* SHA-NI and AES-NI in the CPU, and a key schedule in AES-NI's layout (accel/engine.h). */
 int acc_hmac_stitch_usable(const acc_hmac_ctx *h)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-    pthread_once(&once, detect);
-    return have_sha_ni && h->aes.key_set && h->aes.eng == acc_engine_aesni();
+    return acc_cpu_has(ACC_CPU_SHA | ACC_CPU_AESNI) && h->aes.key_set && acc_engine_has(h->aes.eng, ACC_CAP_NI_SCHEDULE);
 }
 
 /* ======================== AES-CBC, four blocks ======================== */

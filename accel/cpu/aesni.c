@@ -5,10 +5,10 @@
 #include <string.h>
 #include <stdlib.h>
 #include <pthread.h>
-#include <cpuid.h>
 #include <immintrin.h>
 #include <openssl/crypto.h>
 #include "accel/cpu/aes_x.h"
+#include "accel/cpu/cpu_features.h"
 
 /* ------------------------------------------------------------------------------------------
  * Key schedule
@@ -176,49 +176,27 @@ static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t 
 }
 
 static const acc_engine ni_engine = { "aesni",    ni_set_key, ni_ecb_enc, ni_ecb_dec,  ni_cbc_enc,
-                                      ni_cbc_dec, ni_ctr,     acc_xts_ni, ni_copy_key, ni_free_key };
+                                      ni_cbc_dec, ni_ctr,     acc_xts_ni, ni_copy_key, ni_free_key,
+                                      ACC_CAP_NI_SCHEDULE };
 
 static const acc_engine vaes_engine = {
     "aesni-vaes",     ni_set_key,   acc_vaes_ecb_enc, acc_vaes_ecb_dec, ni_cbc_enc,
-    acc_vaes_cbc_dec, acc_vaes_ctr, acc_xts_vaes,     ni_copy_key,      ni_free_key
+    acc_vaes_cbc_dec, acc_vaes_ctr, acc_xts_vaes,     ni_copy_key,      ni_free_key,
+    ACC_CAP_NI_SCHEDULE | ACC_CAP_ZMM
 };
 
 /* ------------------------------------------------------------------------------------------
  * Run-time selection
  * ------------------------------------------------------------------------------------------ */
 
-static int cpu_has_aesni(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
-    return (c & bit_AES) && (c & bit_SSE4_1) && (c & bit_SSSE3);
-}
-
-/* zmm state must be enabled by the OS (XCR0: SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM), not just
- * present in the CPU. */
-static int cpu_has_vaes512(void)
-{
-    unsigned a, b, c, d, xlo, xhi;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
-        return 0;
-    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    if ((xlo & 0xe6) != 0xe6)
-        return 0;
-    if (__get_cpuid_max(0, NULL) < 7)
-        return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (b & bit_AVX512F) && (b & bit_AVX512BW) && (c & bit_VAES);
-}
-
 static const acc_engine *aesni_chosen;
 
 static void aesni_choose(void)
 {
     const char *no_vaes = secure_getenv("ACCELAES_NO_VAES");
-    if (!cpu_has_aesni())
+    if (!acc_cpu_has(ACC_CPU_AESNI))
         aesni_chosen = NULL;
-    else if (cpu_has_vaes512() && !(no_vaes != NULL && strcmp(no_vaes, "1") == 0))
+    else if (acc_cpu_has(ACC_CPU_VAES512) && !(no_vaes != NULL && strcmp(no_vaes, "1") == 0))
         aesni_chosen = &vaes_engine;
     else
         aesni_chosen = &ni_engine;

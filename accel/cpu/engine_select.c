@@ -1,6 +1,7 @@
-/* accel/cpu/engine_select.c: picks the inline engine once per process: AES-NI (with VAES where
- * available) when the CPU has it, else nested EVP; ACCELAES_FORCE_EVP_ENGINE=1 forces EVP.
- * Likewise the GCM engine: accelaes's VAES engine, else intel-ipsec-mb, else nested EVP. */
+/* accel/cpu/engine_select.c: picks each kind of inline engine once per process, with one
+ * chooser: the block engine (AES-NI, with VAES where available, else nested EVP) and the GCM
+ * engine (intel-ipsec-mb, else accelaes's VAES engine, else nested EVP). Read once: the engine
+ * must not change under contexts that already hold its key schedules. */
 #define _GNU_SOURCE   /* secure_getenv */
 #include <pthread.h>
 #include <stdlib.h>
@@ -8,20 +9,55 @@
 #include "accel/engine.h"
 #include "accel/gcm.h"
 
+/* A candidate: its name (as ACCELAES_*_ENGINE spells it) and its getter, NULL where the CPU or the
+ * build lacks it. */
+typedef struct {
+    const char *name;
+    const void *(*get)(void);
+} candidate;
+
+/* ACCELAES_FORCE_EVP_ENGINE=1 gives the fallback (nested EVP, always available). The variable
+ * pick_var, when set and not empty, names one candidate (tests run each the machine has); one
+ * that is not available here, or an unknown name, gives the fallback. Else the first candidate
+ * available, in the order given. */
+static const void *choose(const candidate *c, size_t n, const char *pick_var, const void *fallback)
+{
+    const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
+    const char *pick = pick_var != NULL ? secure_getenv(pick_var) : NULL;
+    const void *e = NULL;
+
+    if (force != NULL && strcmp(force, "1") == 0)
+        return fallback;
+    for (size_t i = 0; i < n && e == NULL; i++)
+        if (pick == NULL || *pick == '\0' || strcmp(pick, c[i].name) == 0)
+            e = c[i].get();
+    return e != NULL ? e : fallback;
+}
+
+static const void *get_aesni(void)
+{
+    return acc_engine_aesni();
+}
+
+static const void *get_gcm_imb(void)
+{
+    return acc_gcm_engine_imb();
+}
+
+static const void *get_gcm_vaes(void)
+{
+    return acc_gcm_engine_vaes();
+}
+
 static const acc_engine *g_default;
 
 static void choose_default(void)
 {
-    const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
-    const acc_engine *ni = acc_engine_aesni();
+    static const candidate block[] = { { "aesni", get_aesni } };
 
-    if ((force != NULL && strcmp(force, "1") == 0) || ni == NULL)
-        g_default = acc_engine_evp();
-    else
-        g_default = ni;
+    g_default = choose(block, sizeof(block) / sizeof(block[0]), NULL, acc_engine_evp());
 }
 
-/* Read once: the engine must not change under contexts that already hold its key schedules. */
 const acc_engine *acc_engine_default(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -31,27 +67,16 @@ const acc_engine *acc_engine_default(void)
 
 static const acc_gcm_engine *g_gcm_default;
 
-/* ACCELAES_GCM_ENGINE names one engine (tests run each the machine has); one that is not
- * available here, or an unknown name, gives the nested EVP engine, which always is. */
+/* intel-ipsec-mb first where it exists: on the Xeon (VAES, AVX-512) this was measured on, accelaes's own
+ * engine runs 0.72-0.89 of ECB at 16 KiB against imb's 0.81-0.95, and is slower at 16 B too
+ * (bench/results/gcm-vaes.md); its own engine replaces the nested default where ipsec-mb is missing. */
 static void choose_gcm_default(void)
 {
-    const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
-    const char *pick = secure_getenv("ACCELAES_GCM_ENGINE");
-    const acc_gcm_engine *e;
+    static const candidate gcm[] = { { "imb", get_gcm_imb }, { "vaes", get_gcm_vaes } };
 
-    if (force != NULL && strcmp(force, "1") == 0)
-        e = NULL;
-    else if (pick != NULL && *pick != '\0')
-        e = strcmp(pick, "vaes") == 0 ? acc_gcm_engine_vaes() : strcmp(pick, "imb") == 0 ? acc_gcm_engine_imb() : NULL;
-    /* intel-ipsec-mb first where it exists: on the Xeon (VAES, AVX-512) this was measured on, accelaes's own
-     * engine runs 0.72-0.89 of ECB at 16 KiB against imb's 0.81-0.95, and is slower at 16 B too
-     * (bench/results/gcm-vaes.md); its own engine replaces the nested default where ipsec-mb is missing. */
-    else if ((e = acc_gcm_engine_imb()) == NULL)
-        e = acc_gcm_engine_vaes();
-    g_gcm_default = e != NULL ? e : acc_gcm_engine_evp();
+    g_gcm_default = choose(gcm, sizeof(gcm) / sizeof(gcm[0]), "ACCELAES_GCM_ENGINE", acc_gcm_engine_evp());
 }
 
-/* Read once, as the block engine: contexts hold the engine's key data. */
 const acc_gcm_engine *acc_gcm_engine_default(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -37,7 +37,7 @@ typedef struct evp_slot {
     uint8_t xts_k2[2][32];
 } evp_slot;
 
-typedef struct evp_keyset {
+typedef struct acc_evp_keyset {
     uint8_t key[32];              /* to make more slots; cleansed on free */
     size_t keylen;
     int has_dec;
@@ -417,7 +417,8 @@ static int evp_copy_key(acc_aes_key *dst, const acc_aes_key *src)
 }
 
 static const acc_engine evp_engine = { "evp",       evp_set_key, evp_ecb_enc, evp_ecb_dec,  evp_cbc_enc,
-                                       evp_cbc_dec, evp_ctr,     evp_xts,     evp_copy_key, evp_free_key };
+                                       evp_cbc_dec, evp_ctr,     evp_xts,     evp_copy_key, evp_free_key,
+                                       ACC_CAP_MAY_FAIL };
 
 const acc_engine *acc_engine_evp(void)
 {

@@ -6,8 +6,8 @@
  * only values that steer it; the tag is compared with CRYPTO_memcmp. */
 #include <pthread.h>
 #include <string.h>
-#include <cpuid.h>
 #include <openssl/crypto.h>
+#include "accel/cpu/cpu_features.h"
 #include "accel/gcm.h"
 #include "accel/cpu/gcm_vaes.h"
 
@@ -314,13 +314,8 @@ static const acc_gcm_engine gv_engine = {
  * VPCLMULQDQ, PCLMULQDQ and AVX512VL, which this engine uses besides. */
 static int cpu_has_gcm_vaes(void)
 {
-    const acc_engine *ni = acc_engine_aesni();
-    unsigned a, b, c, d;
-
-    if (ni == NULL || strcmp(ni->name, "aesni-vaes") != 0 || !__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_PCLMUL))
-        return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (b & bit_AVX512VL) && (c & bit_VPCLMULQDQ);
+    return acc_engine_has(acc_engine_aesni(), ACC_CAP_ZMM)
+           && acc_cpu_has(ACC_CPU_PCLMUL | ACC_CPU_AVX512VL | ACC_CPU_VPCLMUL);
 }
 
 const acc_gcm_engine *acc_gcm_engine_vaes(void)

@@ -4,6 +4,7 @@
  * (x^128 + x^7 + x^2 + x + 1, the tweak read as a little-endian integer); a partial last block
  * steals ciphertext from the block before it. Nothing here branches on data or keys. */
 #include "accel/cpu/aes_z.h"
+#include "accel/cpu/cpu_features.h"
 
 /* ------------------------------------------------------------------------------------------
  * xmm
@@ -494,7 +495,7 @@ TGT_VAES int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const ui
     int ok;
 
     /* every core with VAES on zmm so far has VPCLMULQDQ too; one without gets the xmm code */
-    if (!__builtin_cpu_supports("vpclmulqdq"))
+    if (!acc_cpu_has(ACC_CPU_VPCLMUL))
         return acc_xts_ni(k1, k2, iv, in, out, len, dec);
     ok = dec ? xts_unit(k1, k2, iv, in, out, len, 1, 1) : xts_unit(k1, k2, iv, in, out, len, 0, 1);
 
