@@ -27,7 +27,7 @@ static void drop_locked(acc_shm_table *t, uint32_t i, uint64_t ticket)
         return;
     uint32_t k = ACC_LOAD(&w->kind);
     ACC_STORE_REL(&w->state, ACC_WAITER_FREE);
-    if (k < 3 && ACC_LOAD(&t->hdr.nwaiting[k]) > 0)
+    if (k < ACC_UNIT_KIND_MAX && ACC_LOAD(&t->hdr.nwaiting[k]) > 0)
         ACC_STORE(&t->hdr.nwaiting[k], ACC_LOAD(&t->hdr.nwaiting[k]) - 1);
 }
 
@@ -123,7 +123,7 @@ void acc_fifo_notify(acc_shm_table *t, acc_unit_kind kind)
 
 static int has_kind(acc_shm_table *t, acc_unit_kind kind)
 {
-    if (kind == ACC_UNIT_CPU)
+    if (acc_unit_kinds[kind].per_core)
         return acc_sched_cpu_unit(0, NULL) >= 0;
     uint32_t n = acc_shm_nunits(t);
     for (uint32_t i = 0; i < n; i++)
@@ -201,7 +201,7 @@ int acc_sched_enqueue(acc_unit_kind kind, acc_sched_ticket *tk)
         return -1;
     tk->kind = 0;
     tk->idx = -1;
-    if (t == NULL || (kind != ACC_UNIT_CPU && kind != ACC_UNIT_GPU) || !has_kind(t, kind))
+    if (t == NULL || !acc_unit_kind_valid(kind) || !has_kind(t, kind))
         return -1;
     acc_sched_event(ACC_EV_WAIT);
     tk->kind = kind;
@@ -213,7 +213,7 @@ int acc_sched_enqueue(acc_unit_kind kind, acc_sched_ticket *tk)
  * but an index is bounds-checked wherever it comes from). */
 static int ticket_ok(const acc_sched_ticket *tk)
 {
-    return tk != NULL && (tk->kind == ACC_UNIT_CPU || tk->kind == ACC_UNIT_GPU) && tk->idx >= -1
+    return tk != NULL && acc_unit_kind_valid(tk->kind) && tk->idx >= -1
            && tk->idx < (int)ACC_SHM_MAX_WAITERS;
 }
 
@@ -240,7 +240,7 @@ void acc_sched_cancel(acc_sched_ticket *tk)
 int acc_sched_acquire(acc_unit_kind kind, long timeout_us)
 {
     acc_shm_table *t = acc_sched_table();
-    if (t == NULL || (kind != ACC_UNIT_CPU && kind != ACC_UNIT_GPU) || !has_kind(t, kind))
+    if (t == NULL || !acc_unit_kind_valid(kind) || !has_kind(t, kind))
         return -1;
     int id = acc_sched_try_acquire(kind);
     if (id >= 0 || timeout_us == 0)

@@ -7,7 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { ACC_UNIT_CPU = 1, ACC_UNIT_GPU = 2 } acc_unit_kind;
+/* Unit kinds, paths and events are numbered here and named in one table each
+ * (scheduler/tables.c), which the segment's arrays and accelaes-stat are indexed by: a new
+ * device backend adds a line to each, not code. The segment reserves room for up to
+ * ACC_*_MAX of each, so a new one changes no layout. */
+#define ACC_UNIT_KIND_MAX 8u
+#define ACC_PATH_MAX      8u
+#define ACC_EV_MAX        8u
+
+/* What a unit is (kind 0 is no kind). */
+typedef enum { ACC_UNIT_CPU = 1, ACC_UNIT_GPU = 2, ACC_UNIT_KIND_COUNT } acc_unit_kind;
 
 /* Where a request's bytes went (per-process counters, shown by accelaes-stat). */
 typedef enum {
@@ -28,6 +37,37 @@ typedef enum {
     ACC_EV_GPU_TAIL_BYTES = 3,
     ACC_EV_COUNT
 } acc_event;
+
+_Static_assert(ACC_UNIT_KIND_COUNT <= ACC_UNIT_KIND_MAX && ACC_PATH_COUNT <= ACC_PATH_MAX
+               && ACC_EV_COUNT <= ACC_EV_MAX, "the segment reserves ACC_*_MAX slots");
+
+/* The tables (scheduler/tables.c). Names are what accelaes-stat prints and --json keys. */
+typedef struct acc_unit_kind_info {
+    const char *name;     /* "cpu", "gpu"; NULL: no such kind */
+    int per_core;         /* units are CPU cores, found by CPU discovery (not registered by a backend) */
+} acc_unit_kind_info;
+extern const acc_unit_kind_info acc_unit_kinds[ACC_UNIT_KIND_COUNT];
+extern const char *const acc_path_names[ACC_PATH_COUNT];   /* "inline", "split", ... */
+
+typedef struct acc_event_info {
+    const char *json;     /* --json key */
+    const char *column;   /* text column heading */
+    int width;            /* text column width */
+    int bytes;            /* the figure is bytes (printed as such), not a count */
+} acc_event_info;
+extern const acc_event_info acc_events[ACC_EV_COUNT];
+
+/* kind is one of the table's kinds (values from the segment or a caller are checked with it). */
+static inline int acc_unit_kind_valid(uint32_t kind)
+{
+    return kind > 0 && kind < ACC_UNIT_KIND_COUNT && acc_unit_kinds[kind].name != NULL;
+}
+
+/* The kind's name, "unknown" for a value no table line has. */
+static inline const char *acc_unit_kind_name(uint32_t kind)
+{
+    return acc_unit_kind_valid(kind) ? acc_unit_kinds[kind].name : "unknown";
+}
 
 typedef struct acc_sched_conf {
     int shm;       /* -1 auto (shared segment, silent private fallback), 0 off, 1 on (fallback reported on stderr once) */
@@ -88,6 +128,9 @@ void acc_sched_release(int unit, uint64_t bytes, uint64_t requests);
  * Idempotent per host: a second process finds them already registered. Returns the number
  * of GPU units now in the table (0 on failure). */
 int acc_sched_add_gpu_units(int n, int node, const char *devname);
+/* The same for any device kind of the table (not a per-core kind): n units of kind, each named
+ * devname (default: the kind's name). MAX_DEVICE_SLOTS bounds n for every device kind. */
+int acc_sched_add_device_units(acc_unit_kind kind, int n, int node, const char *devname);
 
 /* Per-process counters; cheap, lock-free, safe from any thread. */
 void acc_sched_count(acc_path path, uint64_t bytes, uint64_t requests);

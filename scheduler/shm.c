@@ -104,14 +104,14 @@ static acc_owner_word self_word(void)
 /* A holder died inside the lock: the only derived state is the per-kind FIFO count. */
 static void repair_after_death(acc_shm_table *t)
 {
-    uint32_t n[3] = { 0, 0, 0 };
+    uint32_t n[ACC_UNIT_KIND_MAX] = { 0 };
     for (uint32_t i = 0; i < ACC_SHM_MAX_WAITERS; i++) {
         acc_shm_waiter *w = &t->waiters[i];
         uint32_t k = ACC_LOAD(&w->kind);
-        if (ACC_LOAD(&w->state) == ACC_WAITER_WAITING && k < 3)
+        if (ACC_LOAD(&w->state) == ACC_WAITER_WAITING && k < ACC_UNIT_KIND_MAX)
             n[k]++;
     }
-    for (int k = 0; k < 3; k++)
+    for (uint32_t k = 0; k < ACC_UNIT_KIND_MAX; k++)
         ACC_STORE(&t->hdr.nwaiting[k], n[k]);
 }
 

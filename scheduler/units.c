@@ -8,7 +8,7 @@
 #include "scheduler/sched_int.h"
 
 #define SWEEP_INTERVAL_NS 50000000u     /* how often a process looks for dead owners' units */
-#define MAX_GPU_SLOTS 64
+#define MAX_DEVICE_SLOTS 64   /* per device kind and name */
 #define REUSE_CHECK_NS 100000000u       /* held this long: check the holder's start time too */
 
 static uint64_t last_sweep_ns;          /* atomic */
@@ -94,7 +94,7 @@ static int fifo_has_live_waiter(acc_shm_table *t, acc_unit_kind kind)
 
 int acc_sched_try_kind(acc_shm_table *t, acc_unit_kind kind)
 {
-    if (kind == ACC_UNIT_CPU) {
+    if (acc_unit_kinds[kind].per_core) {
         const acc_cpu_list *c = acc_sched_cpus();
         int n = c->n;
         if (n <= 0)
@@ -124,7 +124,7 @@ int acc_sched_try_kind(acc_shm_table *t, acc_unit_kind kind)
 int acc_sched_try_acquire(acc_unit_kind kind)
 {
     acc_shm_table *t = acc_sched_table();
-    if (t == NULL || (kind != ACC_UNIT_CPU && kind != ACC_UNIT_GPU))
+    if (t == NULL || !acc_unit_kind_valid(kind))
         return -1;
     acc_sched_sweep(t, kind);
     /* Waiters in the FIFO come first: taking past them would starve them. */
@@ -159,19 +159,24 @@ void acc_sched_release(int unit, uint64_t bytes, uint64_t requests)
     /* Pairs with the fence in the FIFO's enqueue: either it sees our unlock, or we see it. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     uint32_t kind = ACC_LOAD(&u->kind);
-    if (kind < 3 && ACC_LOAD(&t->hdr.nwaiting[kind]) != 0)
+    if (kind < ACC_UNIT_KIND_MAX && ACC_LOAD(&t->hdr.nwaiting[kind]) != 0)
         acc_fifo_notify(t, (acc_unit_kind)kind);
 }
 
 int acc_sched_add_gpu_units(int n, int node, const char *devname)
 {
+    return acc_sched_add_device_units(ACC_UNIT_GPU, n, node, devname);
+}
+
+int acc_sched_add_device_units(acc_unit_kind kind, int n, int node, const char *devname)
+{
     acc_shm_table *t = acc_sched_table();
-    if (t == NULL)
+    if (t == NULL || !acc_unit_kind_valid(kind) || acc_unit_kinds[kind].per_core)
         return 0;
     char name[ACC_SHM_DEVNAME];
-    snprintf(name, sizeof(name), "%s", devname != NULL ? devname : "gpu");
-    if (n > MAX_GPU_SLOTS)
-        n = MAX_GPU_SLOTS;
+    snprintf(name, sizeof(name), "%s", devname != NULL ? devname : acc_unit_kinds[kind].name);
+    if (n > MAX_DEVICE_SLOTS)
+        n = MAX_DEVICE_SLOTS;
     if (node < -1)
         node = -1;
     if (acc_shm_lock(t) != 0)
@@ -180,7 +185,7 @@ int acc_sched_add_gpu_units(int n, int node, const char *devname)
     uint32_t nu = acc_shm_nunits(t);
     for (uint32_t i = 0; i < nu; i++) {
         acc_shm_unit *u = &t->units[i];
-        if (ACC_LOAD(&u->kind) != ACC_UNIT_GPU)
+        if (ACC_LOAD(&u->kind) != (uint32_t)kind)
             continue;
         total++;
         if (strncmp(u->devname, name, sizeof(u->devname)) == 0)
@@ -188,7 +193,7 @@ int acc_sched_add_gpu_units(int n, int node, const char *devname)
     }
     /* Idempotent per host: another process may have registered this device already. */
     for (; have < n; have++, total++)
-        if (acc_sched_add_unit(t, ACC_UNIT_GPU, -1, node, name) < 0)
+        if (acc_sched_add_unit(t, kind, -1, node, name) < 0)
             break;
     acc_shm_unlock(t);
     return total;

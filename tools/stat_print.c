@@ -1,5 +1,6 @@
 /* tools/stat_print.c: accelaes-stat's output: one table (a private, checked copy) as JSON or as
- * text. Liveness is asked of the kernel here, never taken from the table. */
+ * text. Liveness is asked of the kernel here, never taken from the table. Unit kinds, paths and
+ * events are printed from scheduler/tables.c's tables: a new backend's appear with no change here. */
 #define _GNU_SOURCE
 #include <pwd.h>
 #include <signal.h>
@@ -8,8 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "tools/stat.h"
-
-static const char *path_names[ACC_PATH_COUNT] = { "inline", "split", "batch", "gpu" };
 
 /* "nobody (uid 65534)", or "uid 3000000000" for a uid without a passwd entry. */
 const char *stat_who(uid_t uid, char *buf, size_t len)
@@ -37,11 +36,6 @@ static void json_str(FILE *out, const char *str, size_t max)
     fputc('"', out);
 }
 
-static const char *kind_name(uint32_t k)
-{
-    return k == ACC_UNIT_CPU ? "cpu" : k == ACC_UNIT_GPU ? "gpu" : "unknown";
-}
-
 static const char *state_name(uint32_t s)
 {
     return s == ACC_UNIT_IDLE ? "idle" : s == ACC_UNIT_BUSY ? "busy" : "unknown";
@@ -57,7 +51,7 @@ static void json_units(FILE *out, const acc_shm_table *t)
         fprintf(out, "%s{\"id\": %u, \"kind\": \"%s\", \"cpu\": %d, \"node\": %d, \"state\": \"%s\", "
                 "\"owner_pid\": %d, \"owner_tid\": %d, \"owner_alive\": %s, \"since_ns\": %llu, "
                 "\"bytes\": %llu, \"requests\": %llu, \"recoveries\": %llu, \"device\": ",
-                i ? ", " : "", i, kind_name(u->kind), u->cpu, u->node, state_name(u->state),
+                i ? ", " : "", i, acc_unit_kind_name(u->kind), u->cpu, u->node, state_name(u->state),
                 u->owner_pid, u->owner_tid, acc_owner_alive(u->lock, u->owner_start) ? "true" : "false",
                 (unsigned long long)u->since_ns, (unsigned long long)u->bytes,
                 (unsigned long long)u->requests, (unsigned long long)u->recoveries);
@@ -71,12 +65,11 @@ static void json_counts(FILE *out, const char *sep, const uint64_t *bytes, const
                         const uint64_t *events)
 {
     for (int k = 0; k < ACC_PATH_COUNT; k++)
-        fprintf(out, "%s\"%s_bytes\": %llu, \"%s_requests\": %llu", k ? ", " : sep, path_names[k],
-                (unsigned long long)bytes[k], path_names[k], (unsigned long long)requests[k]);
-    /* gpu_tail_cpu_bytes: a part of inline_bytes (the tails queued GPU requests ran on the CPU) */
-    fprintf(out, ", \"waits\": %llu, \"recoveries\": %llu, \"gpu_fallbacks\": %llu, \"gpu_tail_cpu_bytes\": %llu}",
-            (unsigned long long)events[ACC_EV_WAIT], (unsigned long long)events[ACC_EV_RECOVERY],
-            (unsigned long long)events[ACC_EV_GPU_FALLBACK], (unsigned long long)events[ACC_EV_GPU_TAIL_BYTES]);
+        fprintf(out, "%s\"%s_bytes\": %llu, \"%s_requests\": %llu", k ? ", " : sep, acc_path_names[k],
+                (unsigned long long)bytes[k], acc_path_names[k], (unsigned long long)requests[k]);
+    for (int e = 0; e < ACC_EV_COUNT; e++)
+        fprintf(out, ", \"%s\": %llu", acc_events[e].json, (unsigned long long)events[e]);
+    fputc('}', out);
 }
 
 static void json_procs(FILE *out, const acc_shm_table *t)
@@ -101,7 +94,7 @@ static void json_waiters(FILE *out, const acc_shm_table *t)
         if (w->state != ACC_WAITER_WAITING)
             continue;
         fprintf(out, "%s{\"ticket\": %llu, \"pid\": %d, \"tid\": %d, \"kind\": \"%s\", \"alive\": %s}",
-                first ? "" : ", ", (unsigned long long)w->ticket, w->pid, w->tid, kind_name(w->kind),
+                first ? "" : ", ", (unsigned long long)w->ticket, w->pid, w->tid, acc_unit_kind_name(w->kind),
                 acc_tid_alive(w->pid, w->tid) ? "true" : "false");
         first = 0;
     }
@@ -188,7 +181,7 @@ static void text_units(FILE *out, const acc_shm_table *t)
             snprintf(owner, sizeof(owner), "%d", u->owner_pid);
             snprintf(tid, sizeof(tid), "%d", u->owner_tid);
         }
-        fprintf(out, "%4u %-4s %4d %4d %-5s %8s %8s %10s %12s %10llu %5llu %s\n", i, kind_name(u->kind),
+        fprintf(out, "%4u %-4s %4d %4d %-5s %8s %8s %10s %12s %10llu %5llu %s\n", i, acc_unit_kind_name(u->kind),
                 u->cpu, u->node, st, owner, tid, age(u->since_ns, b1, sizeof(b1)),
                 human(u->bytes, b2, sizeof(b2)), (unsigned long long)u->requests,
                 (unsigned long long)u->recoveries, dev);
@@ -200,17 +193,23 @@ static void text_counts(FILE *out, const uint64_t *bytes, const uint64_t *reques
     char b[32];
     for (int k = 0; k < ACC_PATH_COUNT; k++)
         fprintf(out, " %11s %8llu", human(bytes[k], b, sizeof(b)), (unsigned long long)requests[k]);
-    fprintf(out, " %6llu %5llu %6llu %11s\n", (unsigned long long)events[ACC_EV_WAIT],
-            (unsigned long long)events[ACC_EV_RECOVERY], (unsigned long long)events[ACC_EV_GPU_FALLBACK],
-            human(events[ACC_EV_GPU_TAIL_BYTES], b, sizeof(b)));
+    for (int e = 0; e < ACC_EV_COUNT; e++) {
+        if (acc_events[e].bytes)
+            fprintf(out, " %*s", acc_events[e].width, human(events[e], b, sizeof(b)));
+        else
+            fprintf(out, " %*llu", acc_events[e].width, (unsigned long long)events[e]);
+    }
+    fputc('\n', out);
 }
 
 static void text_procs(FILE *out, const acc_shm_table *t)
 {
     fprintf(out, "\n%8s %5s", "pid", "alive");
     for (int k = 0; k < ACC_PATH_COUNT; k++)
-        fprintf(out, " %11s %8s", path_names[k], "req");
-    fprintf(out, " %6s %5s %6s %11s\n", "waits", "recov", "gpu_fb", "gpu_tail");
+        fprintf(out, " %11s %8s", acc_path_names[k], "req");
+    for (int e = 0; e < ACC_EV_COUNT; e++)
+        fprintf(out, " %*s", acc_events[e].width, acc_events[e].column);
+    fputc('\n', out);
     int exited = 0, waiting = 0;
     for (uint32_t i = 0; i < ACC_SHM_MAX_PROCS; i++) {
         const acc_shm_proc *p = &t->procs[i];
