@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <openssl/async.h>
 #include "accel/mb.h"
+#include "provider/backend.h"
 #include "provider/prov.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
@@ -380,3 +381,34 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
     }
     return 1;
 }
+
+/* ---- the lanes as a backend (provider/backend.h) ---- */
+
+/* Lanes pay for CBC-encrypt from this size: below it a pause and a resume cost more than the
+ * lanes gain (bench/results/async-batch-thresholds.md). The only mode batched: the others are parallel within
+ * a stream and run at least as fast on one core (bench/mb_lanes.c). */
+#define BATCH_MIN (768u)
+
+static size_t lanes_min(const acc_settings *s)
+{
+    (void)s;
+    return BATCH_MIN;
+}
+
+/* Declines outside async jobs; counts its own bytes, raises its own error. */
+static size_t lanes_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
+{
+    int r = acc_batch_submit(c, in, out, len);
+
+    return r > 0 ? len : r == 0 ? 0 : ACC_BK_FAILED;
+}
+
+const acc_backend acc_backend_lanes = {
+    .name = "lanes",
+    .priority = 10,
+    .caps = ACC_BK_SERIAL,
+    .unit = ACC_UNIT_CPU,
+    .path = ACC_PATH_BATCH,
+    .min_size = lanes_min,
+    .run = lanes_run,
+};

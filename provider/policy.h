@@ -1,34 +1,38 @@
 /* provider/policy.h: where a request's whole blocks run. Every size threshold lives in one
- * structure, made once from the settings at provider load (acc_policy_make); one function says
- * which paths may take a request (acc_policy_paths) and one runs it (acc_policy_blocks). */
+ * structure, made once from the settings and the backend descriptors (provider/backend.h) at
+ * provider load (acc_policy_make); one function says which backends may take a request
+ * (acc_policy_paths) and one runs it through them in priority order (acc_policy_blocks). */
 #ifndef ACCELAES_POLICY_H
 #define ACCELAES_POLICY_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "accel/engine.h"
+#include "provider/backend.h"
 #include "provider/settings.h"
 
 struct acc_cipher_ctx;
 
-/* The sizes, in bytes, from which each path may take a request of each op (SIZE_MAX: never). */
 typedef struct acc_policy {
-    size_t batch_min[ACC_OP_COUNT];    /* multi-buffer lanes, for requests from async jobs */
-    size_t gpu_min[ACC_OP_COUNT];      /* ask the GPU glue (which may calibrate a higher size) */
-    size_t split_min[ACC_OP_COUNT];    /* split over idle CPU units plus the caller */
-    size_t inline_below[ACC_OP_COUNT]; /* below: nothing but the inline path can take it */
+    /* The sizes, in bytes, from which each backend (index into acc_backends) may take a request
+     * of each op (SIZE_MAX: never). */
+    size_t min[ACC_BACKENDS_MAX][ACC_OP_COUNT];
+    unsigned char order[ACC_BACKENDS_MAX];   /* backend indices by priority, the fallback last */
+    size_t inline_below[ACC_OP_COUNT];       /* below: nothing but the inline path can take it */
     /* GCM and XTS are not block operations (their engines hold a message or a data unit): the
-     * split takes one update of theirs from this size (SIZE_MAX: never). */
+     * pool takes one update of theirs from this size (SIZE_MAX: never). */
     size_t split_min_gcm, split_min_xts;
 } acc_policy;
 
-/* The paths acc_policy_paths may name besides inline, which can always take a request. */
-enum { ACC_TRY_BATCH = 1, ACC_TRY_GPU = 2, ACC_TRY_SPLIT = 4 };
+/* The bits acc_policy_paths returns: bit i for acc_backends[i] (the inline path, which can
+ * always take a request, has none). */
+enum { ACC_TRY_BATCH = 1u << ACC_BK_LANES, ACC_TRY_GPU = 1u << ACC_BK_GPU, ACC_TRY_SPLIT = 1u << ACC_BK_POOL };
 
 void acc_policy_make(acc_policy *p, const acc_settings *s);
 
-/* The paths that may take len bytes of op, tried in the order batch, GPU, split, then inline
- * for whatever is left. A request whose input and output overlap other than exactly goes inline. */
+/* The backends that may take len bytes of op, tried in priority order (lanes, GPU, pool), then
+ * inline for whatever is left. A request whose input and output overlap other than exactly goes
+ * only to backends without ACC_BK_DISJOINT. */
 unsigned acc_policy_paths(const acc_policy *p, acc_op op, size_t len);
 
 /* Whether one GCM update (whole blocks) or one XTS data unit of len bytes is split over the pool. */
