@@ -30,6 +30,7 @@ enum {
 
 typedef struct acc_backend_desc {
     const char *name;          /* "lanes", "gpu", "pool", "inline"; as docs and tests name it */
+    const char *setting;       /* a device's value of the backend setting ("cuda"), else NULL */
     int priority;              /* the policy tries lower first */
     unsigned caps;             /* ACC_BK_* */
     acc_unit_kind unit;        /* the scheduler units it holds while it runs (0: none of its own) */
@@ -47,6 +48,10 @@ typedef struct acc_backend_desc {
 enum { ACC_BK_LANES, ACC_BK_GPU, ACC_BK_POOL, ACC_BK_INLINE, ACC_BK_COUNT };
 #define ACC_BACKENDS_MAX 8
 extern const acc_backend *const acc_backends[ACC_BK_COUNT];
+
+/* The backend setting's value that asks for the device backend at index i (backend = cuda). */
+#define ACC_BACKEND_OF(i) (ACC_BACKEND_DEVICE + (i))
+#define ACC_BACKEND_CUDA ACC_BACKEND_OF(ACC_BK_GPU)
 
 /* The descriptors: provider/batch.c, provider/gpu_backend.c, provider/split.c, provider/policy.c. */
 extern const acc_backend acc_backend_lanes, acc_backend_gpu, acc_backend_pool, acc_backend_inline;

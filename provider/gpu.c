@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <openssl/crypto.h>
+#include "provider/backend.h"
 #include "provider/gpu.h"
 #include "accel/engine.h"
 #include "accel/gpu_plugin.h"
@@ -165,7 +166,7 @@ int acc_gpu_ready(const acc_settings *s)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     /* dlopen and the driver make system calls a sandboxed forked child must not make. */
-    if (!s || s->backend == ACC_BACKEND_CPU || !acc_sched_kernel_ok())
+    if (!s || (s->backend != ACC_BACKEND_AUTO && s->backend != ACC_BACKEND_CUDA) || !acc_sched_kernel_ok())
         return 0;
     pthread_once(&once, gpu_once);
     pthread_mutex_lock(&g.lock);

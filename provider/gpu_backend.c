@@ -38,6 +38,7 @@ static size_t gpu_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t
  * ABI has block operations only, so no AEAD. */
 const acc_backend acc_backend_gpu = {
     .name = "gpu",
+    .setting = "cuda",
     .priority = 20,
     .caps = ACC_BK_PARALLEL | ACC_BK_DISJOINT | ACC_BK_DEVICE,
     .unit = ACC_UNIT_GPU,

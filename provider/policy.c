@@ -17,13 +17,16 @@ static size_t min2(size_t a, size_t b)
     return a < b ? a : b;
 }
 
-/* The size from which backend b may take op: SIZE_MAX where it cannot take the op at all, or is
- * a device under backend = cpu. */
-static size_t backend_min(const acc_backend *b, const acc_settings *s, int op)
+/* The size from which backend i may take op: SIZE_MAX where it cannot take the op at all, or is
+ * a device under backend = cpu or under backend = another device. */
+static size_t backend_min(int i, const acc_settings *s, int op)
 {
+    const acc_backend *b = acc_backends[i];
     unsigned need = op == ACC_OP_CBC_ENC ? ACC_BK_SERIAL : ACC_BK_PARALLEL;
 
-    if (!(b->caps & need) || ((b->caps & ACC_BK_DEVICE) && s->backend == ACC_BACKEND_CPU))
+    if (!(b->caps & need))
+        return SIZE_MAX;
+    if ((b->caps & ACC_BK_DEVICE) && s->backend != ACC_BACKEND_AUTO && s->backend != ACC_BACKEND_OF(i))
         return SIZE_MAX;
     return b->min_size(s);
 }
@@ -39,7 +42,7 @@ void acc_policy_make(acc_policy *p, const acc_settings *s)
         int j = i;
 
         for (int op = 0; op < ACC_OP_COUNT; op++) {
-            p->min[i][op] = backend_min(b, s, op);
+            p->min[i][op] = backend_min(i, s, op);
             if (!(b->caps & ACC_BK_FALLBACK))
                 p->inline_below[op] = min2(p->inline_below[op], p->min[i][op]);
         }

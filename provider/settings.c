@@ -15,6 +15,7 @@
 #include <openssl/err.h>
 #include <openssl/params.h>
 #include "provider/algs.h"
+#include "provider/backend.h"
 
 /* Default crossover from inline to the split path: below it, waking a pool thread costs more than
  * the second core saves (how 256 KiB was measured is not recorded: bench/results/engine-notes.md). */
@@ -60,6 +61,30 @@ static int parse_size(const char *v, size_t *out)
     return 1;
 }
 
+/* A device backend's setting name (backend = cuda): ACC_BACKEND_DEVICE + its index, else -1. */
+static int device_backend(const char *v)
+{
+    for (int i = 0; i < ACC_BK_COUNT; i++)
+        if (acc_backends[i]->setting != NULL && strcasecmp(v, acc_backends[i]->setting) == 0)
+            return ACC_BACKEND_DEVICE + i;
+    return -1;
+}
+
+/* "auto, cpu or cuda": the values backend takes, the device backends' from the table. */
+static const char *backend_choices(char *buf, size_t len)
+{
+    const char *names[ACC_BK_COUNT + 2] = { "auto", "cpu" };
+    size_t n = 2, at = 0;
+
+    for (int i = 0; i < ACC_BK_COUNT; i++)
+        if (acc_backends[i]->setting != NULL)
+            names[n++] = acc_backends[i]->setting;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", names[i]);
+    return buf;
+}
+
 static int apply(acc_settings *s, const char *name, const char *v, const char *from)
 {
     size_t n;
@@ -67,8 +92,10 @@ static int apply(acc_settings *s, const char *name, const char *v, const char *f
     if (strcmp(name, "backend") == 0) {
         if (strcasecmp(v, "auto") == 0) s->backend = ACC_BACKEND_AUTO;
         else if (strcasecmp(v, "cpu") == 0) s->backend = ACC_BACKEND_CPU;
-        else if (strcasecmp(v, "cuda") == 0) s->backend = ACC_BACKEND_CUDA;
-        else return bad_setting(name, v, "auto, cpu or cuda", from);
+        else if ((s->backend = device_backend(v)) < 0) {
+            char expect[160];
+            return bad_setting(name, v, backend_choices(expect, sizeof(expect)), from);
+        }
     } else if (strcmp(name, "workers") == 0) {
         if (strcasecmp(v, "auto") == 0) s->workers = 0;
         else if (parse_size(v, &n) && n <= 4096 && strpbrk(v, "kKmMgG") == NULL) s->workers = (int)n;

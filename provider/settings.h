@@ -5,10 +5,12 @@
 
 #include <stddef.h>
 
-enum acc_backend { ACC_BACKEND_AUTO = 0, ACC_BACKEND_CPU = 1, ACC_BACKEND_CUDA = 2 };
+/* backend: auto, cpu, or a device backend asked for by its setting name (provider/backends.c),
+ * stored as ACC_BACKEND_DEVICE + its index in that table (provider/backend.h names them). */
+enum acc_backend { ACC_BACKEND_AUTO = 0, ACC_BACKEND_CPU = 1, ACC_BACKEND_DEVICE = 2 };
 
 typedef struct acc_settings {
-    int backend;          /* enum acc_backend */
+    int backend;          /* enum acc_backend, or ACC_BACKEND_DEVICE + a backend's index */
     int workers;          /* CPU units to use; 0 = all in the affinity set */
     size_t split_min;     /* bytes from which ECB/CTR/CBC-decrypt are split over the pool */
     int split_min_auto;   /* split_min was left on auto (the policy may then keep some modes whole) */
