@@ -66,7 +66,7 @@ typedef struct acc_engine {
     int  (*copy_key)(acc_aes_key *dst, const acc_aes_key *src);
     /* Cleanse and release a schedule. */
     void (*free_key)(acc_aes_key *k);
-    unsigned caps;   /* ACC_CAP_* */
+    unsigned caps; /* ACC_CAP_* */
 } acc_engine;
 
 static inline int acc_engine_has(const acc_engine *e, unsigned caps)

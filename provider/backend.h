@@ -16,25 +16,25 @@ struct acc_cipher_ctx;
 
 /* What a backend can take. */
 enum {
-    ACC_BK_PARALLEL = 1u << 0,  /* ECB, CTR and CBC-decrypt (parallel over blocks) */
-    ACC_BK_SERIAL = 1u << 1,    /* CBC-encrypt (serial within a stream: only across streams) */
-    ACC_BK_AEAD = 1u << 2,      /* AEAD messages (GCM); such updates are split from policy.split_min_gcm */
-    ACC_BK_XTS = 1u << 3,       /* XTS data units (from policy.split_min_xts) */
-    ACC_BK_DISJOINT = 1u << 4,  /* in and out must be the same or not overlap at all */
-    ACC_BK_DEVICE = 1u << 5,    /* runs on a device: off under backend = cpu */
-    ACC_BK_FALLBACK = 1u << 6   /* takes anything that is left (the inline path): always last */
+    ACC_BK_PARALLEL = 1u << 0, /* ECB, CTR and CBC-decrypt (parallel over blocks) */
+    ACC_BK_SERIAL = 1u << 1,   /* CBC-encrypt (serial within a stream: only across streams) */
+    ACC_BK_AEAD = 1u << 2,     /* AEAD messages (GCM); such updates are split from policy.split_min_gcm */
+    ACC_BK_XTS = 1u << 3,      /* XTS data units (from policy.split_min_xts) */
+    ACC_BK_DISJOINT = 1u << 4, /* in and out must be the same or not overlap at all */
+    ACC_BK_DEVICE = 1u << 5,   /* runs on a device: off under backend = cpu */
+    ACC_BK_FALLBACK = 1u << 6  /* takes anything that is left (the inline path): always last */
 };
 
 /* What run returns when it failed (the error raised, the request failed as a whole). */
 #define ACC_BK_FAILED SIZE_MAX
 
 typedef struct acc_backend_desc {
-    const char *name;          /* "lanes", "gpu", "pool", "inline"; as docs and tests name it */
-    const char *setting;       /* a device's value of the backend setting ("cuda"), else NULL */
-    int priority;              /* the policy tries lower first */
-    unsigned caps;             /* ACC_BK_* */
-    acc_unit_kind unit;        /* the scheduler units it holds while it runs (0: none of its own) */
-    acc_path path;             /* the counter its bytes go to */
+    const char *name;    /* "lanes", "gpu", "pool", "inline"; as docs and tests name it */
+    const char *setting; /* a device's value of the backend setting ("cuda"), else NULL */
+    int priority;        /* the policy tries lower first */
+    unsigned caps;       /* ACC_BK_* */
+    acc_unit_kind unit;  /* the scheduler units it holds while it runs (0: none of its own) */
+    acc_path path;       /* the counter its bytes go to */
     /* From how many bytes it may take a request under these settings (SIZE_MAX: never). A backend
      * that calibrates (the GPU) gives the floor from which it is asked, and decides above it. */
     size_t (*min_size)(const acc_settings *s);

@@ -14,7 +14,8 @@
 /* SHA-NI and AES-NI in the CPU, and a key schedule in AES-NI's layout (accel/engine.h). */
 int acc_hmac_stitch_usable(const acc_hmac_ctx *h)
 {
-    return acc_cpu_has(ACC_CPU_SHA | ACC_CPU_AESNI) && h->aes.key_set && acc_engine_has(h->aes.eng, ACC_CAP_NI_SCHEDULE);
+    return acc_cpu_has(ACC_CPU_SHA | ACC_CPU_AESNI) && h->aes.key_set
+        && acc_engine_has(h->aes.eng, ACC_CAP_NI_SCHEDULE);
 }
 
 /* ======================== AES-CBC, four blocks ======================== */

@@ -141,7 +141,7 @@ int acc_policy_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t
     const acc_policy *p = &c->prov->policy;
     int partial = overlaps_partially(in, out, len);
 
-    if (!acc_op_valid(c->op))   /* no backend has a size for it: the inline engine's own check */
+    if (!acc_op_valid(c->op)) /* no backend has a size for it: the inline engine's own check */
         return acc_backend_inline.run(c, in, out, len) != ACC_BK_FAILED;
 
     /* Each backend takes the whole request, a prefix of it (the GPU: a request queued for it

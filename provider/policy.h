@@ -17,8 +17,8 @@ typedef struct acc_policy {
     /* The sizes, in bytes, from which each backend (index into acc_backends) may take a request
      * of each op (SIZE_MAX: never). */
     size_t min[ACC_BACKENDS_MAX][ACC_OP_COUNT];
-    unsigned char order[ACC_BACKENDS_MAX];   /* backend indices by priority, the fallback last */
-    size_t inline_below[ACC_OP_COUNT];       /* below: nothing but the inline path can take it */
+    unsigned char order[ACC_BACKENDS_MAX]; /* backend indices by priority, the fallback last */
+    size_t inline_below[ACC_OP_COUNT];     /* below: nothing but the inline path can take it */
     /* GCM and XTS are not block operations (their engines hold a message or a data unit): the
      * pool takes one update of theirs from this size (SIZE_MAX: never). */
     size_t split_min_gcm, split_min_xts;

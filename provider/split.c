@@ -29,9 +29,9 @@ typedef struct {
     const uint8_t *in;
     uint8_t *out;
     size_t nblocks, grain_blocks;
-    int failed;                          /* a range's engine call failed (on whichever thread) */
-    uint8_t iv0[16];                     /* the request's IV / counter */
-    uint8_t ivs[SPLIT_MAX_GRAINS][16];   /* CBC-decrypt: each grain's chaining block */
+    int failed;                        /* a range's engine call failed (on whichever thread) */
+    uint8_t iv0[16];                   /* the request's IV / counter */
+    uint8_t ivs[SPLIT_MAX_GRAINS][16]; /* CBC-decrypt: each grain's chaining block */
 } split_job;
 
 static void split_range(void *arg, size_t first, size_t count)
@@ -58,7 +58,7 @@ static size_t pool_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_
     int took;
 
     if (helpers < 1)
-        return 0;   /* one CPU unit: nothing to split over, the inline path takes it */
+        return 0; /* one CPU unit: nothing to split over, the inline path takes it */
 
     ngrains = len / SPLIT_GRAIN;
     if (ngrains > SPLIT_MAX_GRAINS)
@@ -80,7 +80,7 @@ static size_t pool_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_
             acc_iv_at_block(c->op, c->iv, in, out, i * j.grain_blocks, j.ivs[i]);
     acc_iv_at_block(c->op, c->iv, in, out, j.nblocks, c->iv);
     took = acc_pool_run_ranges(split_range, &j, ngrains, (int)helpers, (uint64_t)j.grain_blocks * 16);
-    if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED)) {   /* the pool's join orders the store */
+    if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED)) { /* the pool's join orders the store */
         acc_engine_fail(c, len);
         return ACC_BK_FAILED;
     }

@@ -213,8 +213,7 @@ int acc_sched_enqueue(acc_unit_kind kind, acc_sched_ticket *tk)
  * but an index is bounds-checked wherever it comes from). */
 static int ticket_ok(const acc_sched_ticket *tk)
 {
-    return tk != NULL && acc_unit_kind_valid(tk->kind) && tk->idx >= -1
-           && tk->idx < (int)ACC_SHM_MAX_WAITERS;
+    return tk != NULL && acc_unit_kind_valid(tk->kind) && tk->idx >= -1 && tk->idx < (int)ACC_SHM_MAX_WAITERS;
 }
 
 int acc_sched_poll(acc_sched_ticket *tk)

@@ -12,8 +12,8 @@
  * device backend adds a line to each, not code. The segment reserves room for up to
  * ACC_*_MAX of each, so a new one changes no layout. */
 #define ACC_UNIT_KIND_MAX 8u
-#define ACC_PATH_MAX      8u
-#define ACC_EV_MAX        8u
+#define ACC_PATH_MAX 8u
+#define ACC_EV_MAX 8u
 
 /* What a unit is (kind 0 is no kind). */
 typedef enum { ACC_UNIT_CPU = 1, ACC_UNIT_GPU = 2, ACC_UNIT_KIND_COUNT } acc_unit_kind;
@@ -38,22 +38,22 @@ typedef enum {
     ACC_EV_COUNT
 } acc_event;
 
-_Static_assert(ACC_UNIT_KIND_COUNT <= ACC_UNIT_KIND_MAX && ACC_PATH_COUNT <= ACC_PATH_MAX
-               && ACC_EV_COUNT <= ACC_EV_MAX, "the segment reserves ACC_*_MAX slots");
+_Static_assert(ACC_UNIT_KIND_COUNT <= ACC_UNIT_KIND_MAX && ACC_PATH_COUNT <= ACC_PATH_MAX && ACC_EV_COUNT <= ACC_EV_MAX,
+               "the segment reserves ACC_*_MAX slots");
 
 /* The tables (scheduler/tables.c). Names are what accelaes-stat prints and --json keys. */
 typedef struct acc_unit_kind_info {
-    const char *name;     /* "cpu", "gpu"; NULL: no such kind */
-    int per_core;         /* units are CPU cores, found by CPU discovery (not registered by a backend) */
+    const char *name; /* "cpu", "gpu"; NULL: no such kind */
+    int per_core;     /* units are CPU cores, found by CPU discovery (not registered by a backend) */
 } acc_unit_kind_info;
 extern const acc_unit_kind_info acc_unit_kinds[ACC_UNIT_KIND_COUNT];
-extern const char *const acc_path_names[ACC_PATH_COUNT];   /* "inline", "split", ... */
+extern const char *const acc_path_names[ACC_PATH_COUNT]; /* "inline", "split", ... */
 
 typedef struct acc_event_info {
-    const char *json;     /* --json key */
-    const char *column;   /* text column heading */
-    int width;            /* text column width */
-    int bytes;            /* the figure is bytes (printed as such), not a count */
+    const char *json;   /* --json key */
+    const char *column; /* text column heading */
+    int width;          /* text column width */
+    int bytes;          /* the figure is bytes (printed as such), not a count */
 } acc_event_info;
 extern const acc_event_info acc_events[ACC_EV_COUNT];
 

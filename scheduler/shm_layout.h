@@ -12,7 +12,7 @@
 #define ACC_SHM_MAGIC       0x53454c4543434131ULL   /* "1ACCELES", a version-independent tag */
 /* 2: owner-word locks instead of robust pthread mutexes; 3: units' owner_start; 4: per-kind, per-path
  * and per-event arrays sized for ACC_*_MAX (sched.h), so a new backend changes no layout */
-#define ACC_SHM_VERSION     4u
+#define ACC_SHM_VERSION 4u
 #define ACC_SHM_MAX_UNITS   1024u    /* CPU units and GPU slots together */
 #define ACC_SHM_MAX_PROCS   1024u    /* process slots; beyond this a process counts into totals only */
 #define ACC_SHM_MAX_WAITERS 256u     /* FIFO entries; beyond this a waiter polls instead */
@@ -59,9 +59,9 @@ typedef struct acc_shm_proc {
     int32_t pid;                  /* 0: free; written last when claimed (release) */
     uint32_t pad0;
     uint64_t start_time;          /* /proc/<pid>/stat starttime: tells a reused pid apart */
-    uint64_t bytes[ACC_PATH_MAX];     /* indexed by acc_path; those past ACC_PATH_COUNT stay 0 */
+    uint64_t bytes[ACC_PATH_MAX]; /* indexed by acc_path; those past ACC_PATH_COUNT stay 0 */
     uint64_t requests[ACC_PATH_MAX];
-    uint64_t events[ACC_EV_MAX];      /* indexed by acc_event */
+    uint64_t events[ACC_EV_MAX]; /* indexed by acc_event */
 } __attribute__((aligned(64))) acc_shm_proc;
 
 typedef struct acc_shm_waiter {
@@ -85,7 +85,7 @@ typedef struct acc_shm_hdr {
     uint32_t nunits;              /* published with release after the unit is initialised */
     uint32_t nwaiting[ACC_UNIT_KIND_MAX]; /* FIFO entries per kind (index = acc_unit_kind) */
     uint64_t next_ticket;
-    uint64_t bytes[ACC_PATH_MAX];        /* cumulative totals since creation */
+    uint64_t bytes[ACC_PATH_MAX]; /* cumulative totals since creation */
     uint64_t requests[ACC_PATH_MAX];
     uint64_t events[ACC_EV_MAX];
 } __attribute__((aligned(64))) acc_shm_hdr;

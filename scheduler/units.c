@@ -8,7 +8,7 @@
 #include "scheduler/sched_int.h"
 
 #define SWEEP_INTERVAL_NS 50000000u     /* how often a process looks for dead owners' units */
-#define MAX_DEVICE_SLOTS 64   /* per device kind and name */
+#define MAX_DEVICE_SLOTS 64             /* per device kind and name */
 #define REUSE_CHECK_NS 100000000u       /* held this long: check the holder's start time too */
 
 static uint64_t last_sweep_ns;          /* atomic */

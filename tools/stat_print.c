@@ -48,13 +48,14 @@ static void json_units(FILE *out, const acc_shm_table *t)
     uint32_t n = acc_shm_nunits(t);
     for (uint32_t i = 0; i < n; i++) {
         const acc_shm_unit *u = &t->units[i];
-        fprintf(out, "%s{\"id\": %u, \"kind\": \"%s\", \"cpu\": %d, \"node\": %d, \"state\": \"%s\", "
+        fprintf(out,
+                "%s{\"id\": %u, \"kind\": \"%s\", \"cpu\": %d, \"node\": %d, \"state\": \"%s\", "
                 "\"owner_pid\": %d, \"owner_tid\": %d, \"owner_alive\": %s, \"since_ns\": %llu, "
                 "\"bytes\": %llu, \"requests\": %llu, \"recoveries\": %llu, \"device\": ",
-                i ? ", " : "", i, acc_unit_kind_name(u->kind), u->cpu, u->node, state_name(u->state),
-                u->owner_pid, u->owner_tid, acc_owner_alive(u->lock, u->owner_start) ? "true" : "false",
-                (unsigned long long)u->since_ns, (unsigned long long)u->bytes,
-                (unsigned long long)u->requests, (unsigned long long)u->recoveries);
+                i ? ", " : "", i, acc_unit_kind_name(u->kind), u->cpu, u->node, state_name(u->state), u->owner_pid,
+                u->owner_tid, acc_owner_alive(u->lock, u->owner_start) ? "true" : "false",
+                (unsigned long long)u->since_ns, (unsigned long long)u->bytes, (unsigned long long)u->requests,
+                (unsigned long long)u->recoveries);
         json_str(out, u->devname, sizeof(u->devname));
         fputc('}', out);
     }
@@ -182,9 +183,8 @@ static void text_units(FILE *out, const acc_shm_table *t)
             snprintf(tid, sizeof(tid), "%d", u->owner_tid);
         }
         fprintf(out, "%4u %-4s %4d %4d %-5s %8s %8s %10s %12s %10llu %5llu %s\n", i, acc_unit_kind_name(u->kind),
-                u->cpu, u->node, st, owner, tid, age(u->since_ns, b1, sizeof(b1)),
-                human(u->bytes, b2, sizeof(b2)), (unsigned long long)u->requests,
-                (unsigned long long)u->recoveries, dev);
+                u->cpu, u->node, st, owner, tid, age(u->since_ns, b1, sizeof(b1)), human(u->bytes, b2, sizeof(b2)),
+                (unsigned long long)u->requests, (unsigned long long)u->recoveries, dev);
     }
 }
 

@@ -175,14 +175,32 @@ static int ni_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t 
     return 1;
 }
 
-static const acc_engine ni_engine = { "aesni",    ni_set_key, ni_ecb_enc, ni_ecb_dec,  ni_cbc_enc,
-                                      ni_cbc_dec, ni_ctr,     acc_xts_ni, ni_copy_key, ni_free_key,
-                                      ACC_CAP_NI_SCHEDULE };
+static const acc_engine ni_engine = {
+    .name = "aesni",
+    .set_key = ni_set_key,
+    .ecb_enc = ni_ecb_enc,
+    .ecb_dec = ni_ecb_dec,
+    .cbc_enc = ni_cbc_enc,
+    .cbc_dec = ni_cbc_dec,
+    .ctr = ni_ctr,
+    .xts = acc_xts_ni,
+    .copy_key = ni_copy_key,
+    .free_key = ni_free_key,
+    .caps = ACC_CAP_NI_SCHEDULE,
+};
 
 static const acc_engine vaes_engine = {
-    "aesni-vaes",     ni_set_key,   acc_vaes_ecb_enc, acc_vaes_ecb_dec, ni_cbc_enc,
-    acc_vaes_cbc_dec, acc_vaes_ctr, acc_xts_vaes,     ni_copy_key,      ni_free_key,
-    ACC_CAP_NI_SCHEDULE | ACC_CAP_ZMM
+    .name = "aesni-vaes",
+    .set_key = ni_set_key,
+    .ecb_enc = acc_vaes_ecb_enc,
+    .ecb_dec = acc_vaes_ecb_dec,
+    .cbc_enc = ni_cbc_enc,
+    .cbc_dec = acc_vaes_cbc_dec,
+    .ctr = acc_vaes_ctr,
+    .xts = acc_xts_vaes,
+    .copy_key = ni_copy_key,
+    .free_key = ni_free_key,
+    .caps = ACC_CAP_NI_SCHEDULE | ACC_CAP_ZMM,
 };
 
 /* ------------------------------------------------------------------------------------------

@@ -5,16 +5,16 @@
 #define ACCELAES_CPU_FEATURES_H
 
 enum {
-    ACC_CPU_AESNI = 1u << 0,      /* AES-NI with SSE4.1 and SSSE3 (the xmm engine's needs) */
+    ACC_CPU_AESNI = 1u << 0, /* AES-NI with SSE4.1 and SSSE3 (the xmm engine's needs) */
     ACC_CPU_PCLMUL = 1u << 1,
     ACC_CPU_AVX2 = 1u << 2,
-    ACC_CPU_SHA = 1u << 3,        /* SHA-NI */
-    ACC_CPU_VAES512 = 1u << 4,    /* VAES, AVX512F and AVX512BW, zmm state enabled by the OS */
+    ACC_CPU_SHA = 1u << 3,     /* SHA-NI */
+    ACC_CPU_VAES512 = 1u << 4, /* VAES, AVX512F and AVX512BW, zmm state enabled by the OS */
     ACC_CPU_AVX512VL = 1u << 5,
     ACC_CPU_VPCLMUL = 1u << 6,
-    ACC_CPU_AVX = 1u << 7,        /* AVX, ymm state enabled by the OS */
-    ACC_CPU_AVX512F = 1u << 8,    /* AVX512F, zmm state enabled by the OS */
-    ACC_CPU_PROBED = 1u << 31     /* set once the probe ran: 0 means not yet */
+    ACC_CPU_AVX = 1u << 7,     /* AVX, ymm state enabled by the OS */
+    ACC_CPU_AVX512F = 1u << 8, /* AVX512F, zmm state enabled by the OS */
+    ACC_CPU_PROBED = 1u << 31  /* set once the probe ran: 0 means not yet */
 };
 
 /* Written once by the probe (accel/cpu/cpu_features.c); read through acc_cpu_features(). */

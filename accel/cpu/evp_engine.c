@@ -416,9 +416,19 @@ static int evp_copy_key(acc_aes_key *dst, const acc_aes_key *src)
     return 1;
 }
 
-static const acc_engine evp_engine = { "evp",       evp_set_key, evp_ecb_enc, evp_ecb_dec,  evp_cbc_enc,
-                                       evp_cbc_dec, evp_ctr,     evp_xts,     evp_copy_key, evp_free_key,
-                                       ACC_CAP_MAY_FAIL };
+static const acc_engine evp_engine = {
+    .name = "evp",
+    .set_key = evp_set_key,
+    .ecb_enc = evp_ecb_enc,
+    .ecb_dec = evp_ecb_dec,
+    .cbc_enc = evp_cbc_enc,
+    .cbc_dec = evp_cbc_dec,
+    .ctr = evp_ctr,
+    .xts = evp_xts,
+    .copy_key = evp_copy_key,
+    .free_key = evp_free_key,
+    .caps = ACC_CAP_MAY_FAIL,
+};
 
 const acc_engine *acc_engine_evp(void)
 {

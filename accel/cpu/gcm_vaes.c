@@ -315,7 +315,7 @@ static const acc_gcm_engine gv_engine = {
 static int cpu_has_gcm_vaes(void)
 {
     return acc_engine_has(acc_engine_aesni(), ACC_CAP_ZMM)
-           && acc_cpu_has(ACC_CPU_PCLMUL | ACC_CPU_AVX512VL | ACC_CPU_VPCLMUL);
+        && acc_cpu_has(ACC_CPU_PCLMUL | ACC_CPU_AVX512VL | ACC_CPU_VPCLMUL);
 }
 
 const acc_gcm_engine *acc_gcm_engine_vaes(void)
