@@ -92,7 +92,8 @@ static int apply(acc_settings *s, const char *name, const char *v, const char *f
     if (strcmp(name, "backend") == 0) {
         if (strcasecmp(v, "auto") == 0) s->backend = ACC_BACKEND_AUTO;
         else if (strcasecmp(v, "cpu") == 0) s->backend = ACC_BACKEND_CPU;
-        else if ((s->backend = device_backend(v)) < 0) {
+        else if (device_backend(v) >= 0) s->backend = device_backend(v);
+        else {
             char expect[160];
             return bad_setting(name, v, backend_choices(expect, sizeof(expect)), from);
         }
