@@ -7,6 +7,7 @@
 #include <string.h>
 #include "accel/engine.h"
 #include "accel/gcm.h"
+#include "accel/cpu/gcm_dual.h"
 
 static const acc_engine *g_default;
 
@@ -46,7 +47,7 @@ static void choose_gcm_default(void)
     /* intel-ipsec-mb first where it exists: on the Xeon (VAES, AVX-512) this was measured on, accelaes's own
      * engine runs 0.72-0.89 of ECB at 16 KiB against imb's 0.81-0.95, and is slower at 16 B too
      * (bench/results/gcm-vaes.md); its own engine replaces the nested default where ipsec-mb is missing. */
-    else if ((e = acc_gcm_engine_imb()) == NULL)
+    else if ((e = acc_gcm_engine_dual()) == NULL && (e = acc_gcm_engine_imb()) == NULL)   /* per message: gcm_dual.c */
         e = acc_gcm_engine_vaes();
     g_gcm_default = e != NULL ? e : acc_gcm_engine_evp();
 }

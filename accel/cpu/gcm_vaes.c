@@ -10,8 +10,10 @@
 #include <openssl/crypto.h>
 #include "accel/gcm.h"
 #include "accel/cpu/gcm_vaes.h"
+#include "accel/cpu/gcm_dual.h"
 
 _Static_assert(sizeof(gv_state) <= sizeof(acc_gcm_state), "the VAES GCM state does not fit ACC_GCM_STATE_SIZE");
+_Static_assert(sizeof(gv_state) <= ACC_GCM_SUB_SIZE, "the VAES GCM state does not fit gcm_dual.c's half");
 
 #define LD(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 #define ST(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
@@ -40,7 +42,7 @@ static int gv_set_key(acc_gcm_state *s, const uint8_t *key, size_t keylen)
     acc_aes_key t;
     int ok;
 
-    OPENSSL_cleanse(s, sizeof(*s));
+    OPENSSL_cleanse(s, sizeof(gv_state));   /* its own bytes only (gcm_dual.h) */
     if (ni == NULL || (keylen != 16 && keylen != 24 && keylen != 32))
         return 0;
     ok = ni->set_key(&t, key, keylen, 1);
@@ -60,7 +62,7 @@ static int gv_copy(acc_gcm_state *dst, const acc_gcm_state *src)
 
 static void gv_cleanse(acc_gcm_state *s)
 {
-    OPENSSL_cleanse(s, sizeof(*s));
+    OPENSSL_cleanse(s, sizeof(gv_state));   /* its own bytes only (gcm_dual.h) */
 }
 
 /* ---- Message ---- */
@@ -111,7 +113,7 @@ static void msg_reset(gv_msg *m, int enc, size_t aadlen)
     m->enc = enc;
 }
 
-TGT_GV static int gv_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
+TGT_GV int acc_gv_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
 {
     gv_state *g = (gv_state *)s;
 
@@ -146,7 +148,7 @@ TGT_GV static void close_block(gv_state *g)
     g->m.plen = 0;
 }
 
-TGT_GV static int gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len)
+TGT_GV int acc_gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len)
 {
     gv_state *g = (gv_state *)s;
     gv_msg *m = &g->m;
@@ -173,7 +175,7 @@ TGT_GV static int gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, s
 
 /* Encrypting, the tag straight to the caller; decrypting, the computed tag compared in constant time
  * and wiped. */
-TGT_GV static int gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
+TGT_GV int acc_gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
 {
     gv_state *g = (gv_state *)s;
     gv_msg *m = &g->m;
@@ -299,9 +301,9 @@ static const acc_gcm_engine gv_engine = {
     .set_key = gv_set_key,
     .copy = gv_copy,
     .cleanse = gv_cleanse,
-    .start = gv_start,
-    .update = gv_update,
-    .finish = gv_finish,
+    .start = acc_gv_start,
+    .update = acc_gv_update,
+    .finish = acc_gv_finish,
     .split_get = gv_split_get,
     .ghash = gv_split_ghash,
     .split_put = gv_split_put,
