@@ -44,9 +44,9 @@ static void choose_gcm_default(void)
         e = NULL;
     else if (pick != NULL && *pick != '\0')
         e = strcmp(pick, "vaes") == 0 ? acc_gcm_engine_vaes() : strcmp(pick, "imb") == 0 ? acc_gcm_engine_imb() : NULL;
-    /* intel-ipsec-mb first where it exists: on the Xeon (VAES, AVX-512) this was measured on, accelaes's own
-     * engine runs 0.72-0.89 of ECB at 16 KiB against imb's 0.81-0.95, and is slower at 16 B too
-     * (bench/results/gcm-vaes.md); its own engine replaces the nested default where ipsec-mb is missing. */
+    /* Both where both exist, chosen per message (gcm_dual.c: the VAES engine's short start and finish for
+     * small records, ipsec-mb's bulk loop from 4 KiB: bench/results/releases-speed.md, bench/results/gcm-vaes.md);
+     * else ipsec-mb, else the VAES engine. */
     else if ((e = acc_gcm_engine_dual()) == NULL && (e = acc_gcm_engine_imb()) == NULL)   /* per message: gcm_dual.c */
         e = acc_gcm_engine_vaes();
     g_gcm_default = e != NULL ? e : acc_gcm_engine_evp();
