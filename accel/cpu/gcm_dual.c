@@ -2,8 +2,9 @@
  * update: accelaes's VAES engine (gcm_vaes.c) for small records, intel-ipsec-mb's (gcm_imb.c)
  * for large ones. On the Xeon measured (Debian 13, OpenSSL 3.5, thread CPU time against the
  * default provider, bench/results/releases-speed.md) the VAES engine's short start and finish win
- * up to about 1 KiB (decrypting 64 B: 1.00-1.02 of the default, ipsec-mb 0.80-0.82) and
- * ipsec-mb's bulk loop from there (16 KiB encrypting: 1.09 against 0.86-0.89).
+ * up to about 4 KiB (decrypting 64 B: 1.00-1.03 of the default, ipsec-mb 0.80-0.83; 1-4 KiB
+ * 1.09-1.13 against 1.03-1.04) and ipsec-mb's bulk loop from there (8-16 KiB encrypting: 1.09
+ * against 0.86-0.89).
  *
  * Both engines hold the key (set_key sets both; each state is plain data, gcm_dual.h). A message
  * starts on the VAES engine (called directly: a small record pays one call more than on its
