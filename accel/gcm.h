@@ -16,7 +16,7 @@
  * gcm_key_data (expanded keys and the hash-key powers: 1008 bytes in 1.x, 1264 in 2.0, whose
  * AVX2 and AVX512 tables grew) and gcm_context_data (88 bytes in both). Each engine checks that
  * it fits (_Static_assert); no layout outside the process depends on this size. */
-#define ACC_GCM_STATE_SIZE 1536
+#define ACC_GCM_STATE_SIZE 3072 /* two engines side by side: accel/cpu/gcm_dual.c */
 
 typedef struct acc_gcm_state {
     uint8_t opaque[ACC_GCM_STATE_SIZE];

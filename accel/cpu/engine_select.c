@@ -8,6 +8,7 @@
 #include <string.h>
 #include "accel/engine.h"
 #include "accel/gcm.h"
+#include "accel/cpu/gcm_dual.h"
 
 /* A candidate: its name (as ACCELAES_*_ENGINE spells it) and its getter, NULL where the CPU or the
  * build lacks it. */
@@ -44,6 +45,11 @@ static const void *get_gcm_imb(void)
     return acc_gcm_engine_imb();
 }
 
+static const void *get_gcm_dual(void)
+{
+    return acc_gcm_engine_dual();
+}
+
 static const void *get_gcm_vaes(void)
 {
     return acc_gcm_engine_vaes();
@@ -67,12 +73,13 @@ const acc_engine *acc_engine_default(void)
 
 static const acc_gcm_engine *g_gcm_default;
 
-/* intel-ipsec-mb first where it exists: on the Xeon (VAES, AVX-512) this was measured on, accelaes's own
- * engine runs 0.72-0.89 of ECB at 16 KiB against imb's 0.81-0.95, and is slower at 16 B too
- * (bench/results/gcm-vaes.md); its own engine replaces the nested default where ipsec-mb is missing. */
+/* Both where both exist, chosen per message (gcm_dual.c: the VAES engine's short start and finish for small
+ * records, intel-ipsec-mb's bulk loop from 4 KiB, which on the Xeon this was measured on runs 0.81-0.95 of ECB
+ * at 16 KiB against the VAES engine's 0.72-0.89: bench/results/releases-speed.md, bench/results/gcm-vaes.md);
+ * else ipsec-mb, else the VAES engine. */
 static void choose_gcm_default(void)
 {
-    static const candidate gcm[] = { { "imb", get_gcm_imb }, { "vaes", get_gcm_vaes } };
+    static const candidate gcm[] = { { "dual", get_gcm_dual }, { "imb", get_gcm_imb }, { "vaes", get_gcm_vaes } };
 
     g_gcm_default = choose(gcm, sizeof(gcm) / sizeof(gcm[0]), "ACCELAES_GCM_ENGINE", acc_gcm_engine_evp());
 }

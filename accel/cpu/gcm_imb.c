@@ -29,6 +29,7 @@ const acc_gcm_engine *acc_gcm_engine_imb(void)
 #include <openssl/crypto.h>
 #include "accel/cpu/mb_int.h"
 #include "accel/wipe.h"
+#include "accel/cpu/gcm_dual.h"
 #include "accel/mb.h"
 
 /* The functions of one key size, taken from a manager at set_key. A manager is per thread and
@@ -52,13 +53,14 @@ typedef struct imb_gcm {
 } imb_gcm;
 
 _Static_assert(sizeof(imb_gcm) <= sizeof(acc_gcm_state), "ipsec-mb's GCM state does not fit ACC_GCM_STATE_SIZE");
+_Static_assert(sizeof(imb_gcm) <= ACC_GCM_SUB_SIZE, "ipsec-mb's GCM state does not fit gcm_dual.c's half");
 
 static int imb_set_key(acc_gcm_state *s, const uint8_t *key, size_t keylen)
 {
     imb_gcm *g = (imb_gcm *)s;
     IMB_MGR *m = acc_mb_aes_mgr();
 
-    OPENSSL_cleanse(s, sizeof(*s));
+    OPENSSL_cleanse(s, sizeof(imb_gcm));   /* its own bytes only (gcm_dual.h) */
     if (m == NULL)
         return 0;
     switch (keylen) {
@@ -94,7 +96,7 @@ static int imb_copy(acc_gcm_state *dst, const acc_gcm_state *src)
 
 static void imb_cleanse(acc_gcm_state *s)
 {
-    OPENSSL_cleanse(s, sizeof(*s));
+    OPENSSL_cleanse(s, sizeof(imb_gcm));   /* its own bytes only (gcm_dual.h) */
 }
 
 static int imb_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)

@@ -10,8 +10,10 @@
 #include "accel/cpu/cpu_features.h"
 #include "accel/gcm.h"
 #include "accel/cpu/gcm_vaes.h"
+#include "accel/cpu/gcm_dual.h"
 
 _Static_assert(sizeof(gv_state) <= sizeof(acc_gcm_state), "the VAES GCM state does not fit ACC_GCM_STATE_SIZE");
+_Static_assert(sizeof(gv_state) <= ACC_GCM_SUB_SIZE, "the VAES GCM state does not fit gcm_dual.c's half");
 
 #define LD(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 #define ST(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
@@ -40,7 +42,7 @@ static int gv_set_key(acc_gcm_state *s, const uint8_t *key, size_t keylen)
     acc_aes_key t;
     int ok;
 
-    OPENSSL_cleanse(s, sizeof(*s));
+    OPENSSL_cleanse(s, sizeof(gv_state));   /* its own bytes only (gcm_dual.h) */
     if (ni == NULL || (keylen != 16 && keylen != 24 && keylen != 32))
         return 0;
     ok = ni->set_key(&t, key, keylen, 1);
@@ -60,15 +62,16 @@ static int gv_copy(acc_gcm_state *dst, const acc_gcm_state *src)
 
 static void gv_cleanse(acc_gcm_state *s)
 {
-    OPENSSL_cleanse(s, sizeof(*s));
+    OPENSSL_cleanse(s, sizeof(gv_state));   /* its own bytes only (gcm_dual.h) */
 }
 
 /* ---- Message ---- */
 
 /* x = GHASH of len bytes (public: AAD or IV), the last block zero-padded by a masked load. */
-TGT_GV static void hash_bytes(const gv_key *k, __m128i *x, const uint8_t *p, size_t len)
+TGT_GV static inline void hash_bytes(const gv_key *k, __m128i *x, const uint8_t *p, size_t len)
 {
-    gv_ghash(k, x, p, len / 16);
+    if (len >= 16)   /* a TLS or speed record's 13 bytes: no call */
+        gv_ghash(k, x, p, len / 16);
     if (len % 16 != 0)
         *x = gv_ghash1(k, *x, _mm_maskz_loadu_epi8((__mmask16)((1u << (len % 16)) - 1), p + (len & ~(size_t)15)));
 }
@@ -81,16 +84,14 @@ TGT_GV static __m128i lengths_block(uint64_t a, uint64_t c)
 
 /* The message's fixed part: J0 (from a 96-bit IV, or hashed from any other), E(K, J0), and the
  * counter of the first data block, inc32(J0). */
-TGT_GV static void start_iv(gv_state *g, const uint8_t *iv, size_t ivlen)
+TGT_GV static inline __attribute__((always_inline)) void start_iv(gv_state *g, const uint8_t *iv, size_t ivlen)
 {
     gv_msg *m = &g->m;
     __m128i j0;
 
-    if (ivlen == 12) {
-        uint8_t b[16] = { 0 };
-        memcpy(b, iv, 12);
-        b[15] = 1;
-        j0 = LD(b);
+    if (ivlen == 12) {   /* IV || 0^31 || 1 in a masked load: no stack copy, whose 16-byte reload
+                          * of three narrower stores would wait on store forwarding */
+        j0 = _mm_or_si128(_mm_maskz_loadu_epi8((__mmask16)0x0fff, iv), _mm_set_epi32(0x01000000, 0, 0, 0));
     } else {
         __m128i x = _mm_setzero_si128();
         hash_bytes(&g->k, &x, iv, ivlen);
@@ -112,7 +113,7 @@ static void msg_reset(gv_msg *m, int enc, size_t aadlen)
     m->enc = enc;
 }
 
-static int gv_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
+TGT_GV int acc_gv_start(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen)
 {
     gv_state *g = (gv_state *)s;
 
@@ -147,7 +148,7 @@ TGT_GV static void close_block(gv_state *g)
     g->m.plen = 0;
 }
 
-TGT_GV static int gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len)
+TGT_GV int acc_gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len)
 {
     gv_state *g = (gv_state *)s;
     gv_msg *m = &g->m;
@@ -174,13 +175,12 @@ TGT_GV static int gv_update(acc_gcm_state *s, const uint8_t *in, uint8_t *out, s
 
 /* Encrypting, the tag straight to the caller; decrypting, the computed tag compared in constant time
  * and wiped. */
-TGT_GV static int gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
+TGT_GV int acc_gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
 {
     gv_state *g = (gv_state *)s;
     gv_msg *m = &g->m;
     __m128i t;
-    uint8_t b[16];
-    int ok;
+    __mmask16 want;
 
     if (m->plen != 0)
         close_block(g);   /* pb is zero beyond plen */
@@ -190,10 +190,12 @@ TGT_GV static int gv_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
         ST(tag, t);
         return 1;
     }
-    ST(b, t);
-    ok = taglen > 0 && taglen <= ACC_GCM_TAG_LEN && CRYPTO_memcmp(b, tag, taglen) == 0;
-    OPENSSL_cleanse(b, sizeof(b));
-    return ok;
+    if (taglen == 0 || taglen > ACC_GCM_TAG_LEN)
+        return 0;
+    /* taglen bytes compared at once (a mask of all of them, one test: constant time, as
+     * CRYPTO_memcmp); the computed tag never leaves the register, so there is no copy to wipe */
+    want = (__mmask16)((1u << taglen) - 1);
+    return _mm_mask_cmpneq_epi8_mask(want, t, _mm_maskz_loadu_epi8(want, tag)) == 0;
 }
 
 static int gv_set_dir(acc_gcm_state *s, int enc)
@@ -299,9 +301,9 @@ static const acc_gcm_engine gv_engine = {
     .set_key = gv_set_key,
     .copy = gv_copy,
     .cleanse = gv_cleanse,
-    .start = gv_start,
-    .update = gv_update,
-    .finish = gv_finish,
+    .start = acc_gv_start,
+    .update = acc_gv_update,
+    .finish = acc_gv_finish,
     .split_get = gv_split_get,
     .ghash = gv_split_ghash,
     .split_put = gv_split_put,

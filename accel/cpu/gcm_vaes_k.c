@@ -12,24 +12,6 @@
 
 /* ---- GF(2^128) in R form ---- */
 
-/* (hi:lo), a 256-bit product, times x^-128 modulo the field polynomial, in two 64-bit folds
- * (each: the low qword q times the polynomial's x^-1 terms, added to the value shifted by 64). */
-TGT_GV INLINE __m128i reduce1(__m128i lo, __m128i hi)
-{
-    const __m128i p = _mm_set_epi64x(0, (long long)0xc200000000000000ULL);
-    __m128i v = _mm_xor_si128(_mm_shuffle_epi32(lo, 0x4e), _mm_clmulepi64_si128(lo, p, 0x00));
-    __m128i w = _mm_xor_si128(_mm_shuffle_epi32(v, 0x4e), _mm_clmulepi64_si128(v, p, 0x00));
-    return _mm_xor_si128(hi, w);
-}
-
-/* a * b for a in R form and b a stored power (R form times x^-1). */
-TGT_GV INLINE __m128i gmul1(__m128i a, __m128i b)
-{
-    __m128i lo = _mm_clmulepi64_si128(a, b, 0x00), hi = _mm_clmulepi64_si128(a, b, 0x11);
-    __m128i mid = _mm_xor_si128(_mm_clmulepi64_si128(a, b, 0x01), _mm_clmulepi64_si128(a, b, 0x10));
-    return reduce1(_mm_xor_si128(lo, _mm_slli_si128(mid, 8)), _mm_xor_si128(hi, _mm_srli_si128(mid, 8)));
-}
-
 /* Four lanes of products of d and h added to (lo, mid, hi). first: set instead of add. */
 TGT_GV INLINE void mul4(__m512i d, __m512i h, __m512i *lo, __m512i *mid, __m512i *hi, int first)
 {
@@ -283,21 +265,6 @@ TGT_GV void gv_blocks(const gv_key *k, __m128i *ctr, __m128i *x, const uint8_t *
 }
 
 /* ---- One block, and the key's powers ---- */
-
-/* One block b (GCM's byte order) hashed into x on xmm: the AAD's and the data's last partial block
- * and the lengths, where a masked zmm group would cost more than it saves. */
-TGT_GV __m128i gv_ghash1(const gv_key *k, __m128i x, __m128i b)
-{
-    return gmul1(_mm_xor_si128(x, _mm_shuffle_epi8(b, GV_BSWAP())), k->hp[15]);
-}
-
-TGT_GV __m128i gv_encrypt1(const gv_key *k, __m128i b)
-{
-    b = _mm_xor_si128(b, _mm512_castsi512_si128(k->rk[0]));
-    for (int r = 1; r < k->rounds; r++)
-        b = _mm_aesenc_si128(b, _mm512_castsi512_si128(k->rk[r]));
-    return _mm_aesenclast_si128(b, _mm512_castsi512_si128(k->rk[k->rounds]));
-}
 
 /* H' = R(H) * x^-1: R(H) shifted left by one; the bit shifted out (x^0's coefficient) comes back
  * as x^-1 = x^127 + x^6 + x + 1, the constant c2 .. 01 in R form (a mask, not a branch: H is
