@@ -1,8 +1,9 @@
-/* fuzz/fuzz_aead.c: GCM's own operations in the differential fuzzer: the IV length (set before the
- * IV), AAD (an update with a NULL output, in any pieces), the tag got after an encryption's final
- * and the tag set before a decryption's final, each compared with the default provider; and the
- * model of the GCM IV state that keeps the harness away from the random IV of an encryption
- * begun without one. */
+/* fuzz/fuzz_aead.c: the AEADs' own operations in the differential fuzzer (GCM, CCM): the IV length
+ * (set before the IV), AAD (an update with a NULL output, in any pieces), the tag got after an
+ * encryption's final and the tag set before a decryption's final, each compared with the default
+ * provider; for CCM also the message length first (an update with NULL input and output) and the
+ * tag length alone (a tag with a NULL buffer); and the model of the GCM IV state that keeps the
+ * harness away from the random IV of an encryption begun without one. */
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/core_names.h>
@@ -11,9 +12,9 @@
 
 size_t fz_ivlen(const fz_run *R, const fz_slot *s)
 {
-    if (R->mode != FZ_GCM)
+    if (!FZ_AEAD(R->mode))
         return 16;
-    return s->ivlen != 0 ? s->ivlen : 12;
+    return s->ivlen != 0 ? s->ivlen : R->mode == FZ_CCM ? 7 : 12;
 }
 
 int fz_gcm_random_iv(const fz_run *R, const fz_slot *s)
@@ -31,12 +32,15 @@ void fz_gcm_advance(const fz_run *R, fz_slot *s, size_t n)
         s->gcm = FZ_IV_OPEN;
 }
 
-/* IV lengths: the default 12, the edges of the 128-byte IV buffer, and any other. */
-static size_t pick_ivlen(fz_reader *r)
+/* IV lengths: the default 12, the edges of the 128-byte IV buffer, and any other; CCM's nonce:
+ * 7..13 and the lengths around them. */
+static size_t pick_ivlen(const fz_run *R, fz_reader *r)
 {
     static const size_t notable[] = { 0, 1, 11, 12, 13, 16, 17, 60, 127, 128, 129, 4096 };
     unsigned sel = fz_u8(r);
 
+    if (R->mode == FZ_CCM)
+        return (sel & 0x80) ? notable[sel % (sizeof(notable) / sizeof(notable[0]))] : 6 + sel % 9;
     if (sel & 0x80)
         return notable[sel % (sizeof(notable) / sizeof(notable[0]))];
     return 1 + sel % 128;
@@ -62,11 +66,33 @@ static void set_both(fz_run *R, fz_slot *s, const OSSL_PARAM *p, const char *wha
 
 static void op_ivlen(fz_run *R, fz_slot *s)
 {
-    size_t ivlen = pick_ivlen(&R->r);
+    size_t ivlen = pick_ivlen(R, &R->r);
     OSSL_PARAM p[2] = { OSSL_PARAM_construct_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, &ivlen), OSSL_PARAM_construct_end() };
 
-    R->opname = "GCM ivlen";
-    set_both(R, s, p, ivlen == 12 ? "IV length 12" : "IV length other than 12");
+    R->opname = "AEAD ivlen";
+    set_both(R, s, p, ivlen == fz_ivlen(R, s) ? "IV length as before" : "another IV length");
+}
+
+/* CCM: the message length first, an update with a NULL input and output. */
+static void op_length(fz_run *R, fz_slot *s, size_t len)
+{
+    size_t outl_d = 0, outl_a = 0;
+    int ok_d, ok_a;
+    unsigned long err_a;
+
+    R->opname = "CCM length";
+    fz_trace(R, "pair %d: a message of %zu bytes", (int)(s - R->s), len);
+    ERR_clear_error();
+    ok_d = fz_update(&s->c[FZ_DEF], NULL, &outl_d, len, NULL, len);
+    R->def_silent = !ok_d && ERR_peek_error() == 0;
+    ERR_clear_error();
+    ok_a = fz_update(&s->c[FZ_ACC], NULL, &outl_a, len, NULL, len);
+    err_a = ERR_peek_error();
+    if (fz_verdicts(R, s, ok_d, ok_a, err_a)) {
+        if (outl_d != outl_a)
+            fz_diverge(R, "a length of %zu: default reports %zu, accelaes %zu", len, outl_d, outl_a);
+        fz_check_state(R, s);
+    }
 }
 
 /* AAD: EVP_CipherUpdate (or the dispatch update) with a NULL output. */
@@ -80,8 +106,12 @@ static void op_aad(fz_run *R, fz_slot *s, unsigned f)
 
     if (((f >> 5) & 3) == 1) /* the default's last output as AAD: its length */
         inl = R->lastlen;
+    if (R->mode == FZ_CCM && ((f >> 5) & 3) == 3) {
+        op_length(R, s, inl);
+        return;
+    }
     aad = malloc(inl + 1);
-    R->opname = "GCM AAD";
+    R->opname = "AEAD AAD";
     if (aad == NULL)
         fz_diverge(R, "out of memory");
     fz_fill(R, aad, inl, (f >> 5) & 3, seed);
@@ -113,7 +143,7 @@ static void op_tag_get(fz_run *R, fz_slot *s)
     OSSL_PARAM p[2][2];
     int ok[2];
 
-    R->opname = "GCM tag get";
+    R->opname = "AEAD tag get";
     fz_trace(R, "pair %d: %zu bytes", (int)(s - R->s), len);
     memset(tag, 0x5A, sizeof(tag));
     for (int side = 0; side < 2; side++) {
@@ -142,7 +172,7 @@ static void op_tag_set(fz_run *R, fz_slot *s, unsigned f)
     size_t len = fz_u8(&R->r) % 18;
     OSSL_PARAM p[2];
 
-    R->opname = "GCM tag set";
+    R->opname = "AEAD tag set";
     memset(tag, 0, sizeof(tag));
     switch ((f >> 4) & 3) {
     case 0:
@@ -158,9 +188,11 @@ static void op_tag_set(fz_run *R, fz_slot *s, unsigned f)
     default:
         break;
     }
-    p[0] = OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, len);
+    /* CCM, zeros: the tag length alone, a NULL buffer (what an encryption sets) */
+    p[0] = OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG,
+                                             R->mode == FZ_CCM && ((f >> 4) & 3) == 3 ? NULL : tag, len);
     p[1] = OSSL_PARAM_construct_end();
-    set_both(R, s, p, "a tag");
+    set_both(R, s, p, p[0].data == NULL ? "a tag length" : "a tag");
 }
 
 void fz_op_aead(fz_run *R)

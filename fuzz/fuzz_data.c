@@ -143,9 +143,9 @@ void fz_op_data(fz_run *R, int is_cipher)
         lag = s->buffered;
     if (claim != inl)
         acc_only = "a length far beyond the buffers";
-    else if (null_out && R->mode != FZ_GCM) /* GCM: a NULL output is AAD, for both */
+    else if (null_out && !FZ_AEAD(R->mode)) /* GCM, CCM: a NULL output is AAD, for both */
         acc_only = "a NULL output buffer";
-    else if (null_in && inl > 0 && R->mode != FZ_GCM) /* GCM: a NULL input is final, for both */
+    else if (null_in && inl > 0 && !FZ_AEAD(R->mode)) /* GCM, CCM: a NULL input is final, for both */
         acc_only = "a NULL input with a length";
     else if (R->mode == FZ_XTS && !s->have_key)
         acc_only = "XTS data with no key (the default's copy of a keyless context calls a NULL block function)";

@@ -126,6 +126,16 @@ void fz_resync(fz_run *R, fz_slot *s)
              * direction changed after it with no key (as the contexts were built) */
             ok = fz_init(c, 1, s->key, R->keylen, NULL, 16, 0, NULL)
                 && fz_init(c, 0, NULL, R->keylen, s->have_iv ? s->iv : NULL, 16, 1, NULL);
+        } else if (R->mode == FZ_CCM) {
+            /* CCM: the nonce length before the key (the key's init fixes it) and the nonce */
+            size_t ivlen = fz_ivlen(R, s);
+            OSSL_PARAM p[2] = { OSSL_PARAM_construct_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, &ivlen),
+                                OSSL_PARAM_construct_end() };
+
+            ok = fz_init(c, 1, NULL, R->keylen, NULL, ivlen, s->enc, NULL)
+                && (s->ivlen == 0 || fz_set_params(c, p))
+                && fz_init(c, 0, s->have_key ? s->key : NULL, R->keylen, s->have_iv ? s->iv : NULL, ivlen, s->enc,
+                           NULL);
         } else if (R->mode != FZ_GCM) {
             ok = fz_init(c, 1, s->have_key ? s->key : NULL, R->keylen, s->have_iv ? s->iv : NULL, 16, s->enc, NULL);
         } else {
@@ -413,11 +423,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h = fz_u8(&R.r);
     R.raw = h & 1;
     R.inst = (int)((h >> 1) % FZ_NINST);
-    h = fz_u8(&R.r); /* 0x80 and up: GCM and XTS (the nine kept their bytes) */
-    R.cipher = (int)(h & 0x80 ? 9 + (h & 0x7F) % (FZ_NCIPHERS - 9) : h % 9);
+    h = fz_u8(&R.r); /* 0x80 and up: GCM and XTS, 0xE0 and up CCM (the older ciphers kept their bytes) */
+    if (h >= 0xE0)
+        R.cipher = FZ_FIRST_CCM + (int)(h % 3);
+    else
+        R.cipher = (int)(h & 0x80 ? 9 + (h & 0x7F) % (FZ_FIRST_CCM - 9) : h % 9);
     R.mode = fz_cipher_mode(R.cipher);
     R.keylen = fz_cipher_keylen(R.cipher);
     R.opname = "start";
+    if (!fz_impl_present(FZ_ACC, R.inst, R.cipher))
+        fz_diverge(&R, "accelaes does not serve %s", fz_cipher_name(R.cipher));
     fz_trace(&R, "%s, %s layer, accelaes instance %d", fz_cipher_name(R.cipher), R.raw ? "dispatch" : "EVP",
              R.inst);
     for (int i = 0; i < FZ_NSLOTS; i++)
@@ -436,7 +451,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 7: R.opname = "get-params"; fz_op_get_params(&R, fz_pick_slot(&R)); break;
         case 8: R.opname = "reset"; slot_fresh(&R, fz_pick_slot(&R)); fz_trace(&R, "a fresh pair"); break;
         case 9:
-            if (R.mode == FZ_GCM)
+            if (FZ_AEAD(R.mode))
                 fz_op_aead(&R);
             else
                 op_init(&R);

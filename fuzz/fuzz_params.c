@@ -132,12 +132,14 @@ void fz_params_apply(const fz_run *R, fz_slot *s, const OSSL_PARAM *params)
 
     if (params == NULL)
         return;
-    /* GCM: a changed IV length drops the IV (the default's iv_state back to uninitialised) */
-    if (R->mode == FZ_GCM && (p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_IVLEN)) != NULL
+    /* GCM: a changed IV length drops the IV (the default's iv_state back to uninitialised); CCM keeps it */
+    if (FZ_AEAD(R->mode) && (p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_AEAD_IVLEN)) != NULL
         && OSSL_PARAM_get_size_t(p, &z) && z != fz_ivlen(R, s)) {
         s->ivlen = z;
-        s->have_iv = 0;
-        s->gcm = FZ_IV_UNSET;
+        if (R->mode == FZ_GCM) {
+            s->have_iv = 0;
+            s->gcm = FZ_IV_UNSET;
+        }
     }
     if ((p = OSSL_PARAM_locate_const(params, OSSL_CIPHER_PARAM_TLS_VERSION)) != NULL
         && OSSL_PARAM_get_uint(p, &u))

@@ -9,14 +9,17 @@
 #include <openssl/evp.h>
 
 enum { FZ_DEF = 0, FZ_ACC = 1 };
-#define FZ_NCIPHERS 14 /* ECB, CBC, CTR x 3 (0-8), GCM x 3 (9-11), XTS 128/256 (12-13) */
+#define FZ_NCIPHERS 17 /* ECB, CBC, CTR x 3 (0-8), GCM x 3 (9-11), XTS 128/256 (12-13), CCM x 3 (14-16) */
+#define FZ_FIRST_CCM 14
 /* accelaes instances, each in its own library context with its own settings:
  * 0 as shipped, 1 split over the worker pool from 16 KiB, 2 a GPU backend (the fake CPU plugin). */
 #define FZ_NINST 3
 
-enum { FZ_ECB = 1, FZ_CBC = 2, FZ_CTR = 5, FZ_GCM = 6, FZ_XTS = 0x10001 }; /* = EVP_CIPH_*_MODE */
-/* GCM and XTS: no bytes held back, block size 1 (EVP passes the input length as the output size) */
-#define FZ_NEW_MODE(m) ((m) == FZ_GCM || (m) == FZ_XTS)
+enum { FZ_ECB = 1, FZ_CBC = 2, FZ_CTR = 5, FZ_GCM = 6, FZ_CCM = 7, FZ_XTS = 0x10001 }; /* = EVP_CIPH_*_MODE */
+/* GCM, CCM and XTS: no bytes held back, block size 1 (EVP passes the input length as the output size) */
+#define FZ_NEW_MODE(m) ((m) == FZ_GCM || (m) == FZ_CCM || (m) == FZ_XTS)
+/* the AEADs: a NULL output is AAD, the nonce length is set before the nonce */
+#define FZ_AEAD(m) ((m) == FZ_GCM || (m) == FZ_CCM)
 #define FZ_STREAM(m) ((m) == FZ_CTR || FZ_NEW_MODE(m))
 
 /* One cipher of one provider: the EVP object and the raw dispatch functions. */
@@ -46,6 +49,8 @@ typedef struct fz_ctx {
 /* Loads the providers and looks every cipher up; 1 on success (prints why not on failure). */
 int fz_setup(void);
 const fz_impl *fz_impl_get(int side, int inst, int cipher);
+/* 1 when the provider offers the cipher (accelaes may lack CCM: inputs for it then diverge). */
+int fz_impl_present(int side, int inst, int cipher);
 const char *fz_cipher_name(int cipher);
 int fz_cipher_mode(int cipher);
 size_t fz_cipher_keylen(int cipher);

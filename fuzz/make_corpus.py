@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 CIPHERS = ["aes128ecb", "aes192ecb", "aes256ecb", "aes128cbc", "aes192cbc", "aes256cbc",
-           "aes128ctr", "aes192ctr", "aes256ctr", "aes128gcm", "aes192gcm", "aes256gcm", "aes128xts", "aes256xts"]
-KEYLEN = [16, 24, 32] * 4 + [32, 64]
-GCM, XTS = (9, 10, 11), (12, 13)
+           "aes128ctr", "aes192ctr", "aes256ctr", "aes128gcm", "aes192gcm", "aes256gcm", "aes128xts", "aes256xts",
+           "aes128ccm", "aes192ccm", "aes256ccm"]
+KEYLEN = [16, 24, 32] * 4 + [32, 64] + [16, 24, 32]
+GCM, XTS, CCM = (9, 10, 11), (12, 13), (14, 15, 16)
 OP_INIT, OP_UPDATE, OP_FINAL, OP_CIPHER, OP_COPY, OP_SET, OP_GET, OP_RESET, OP_ASYNC = 0, 1, 3, 4, 5, 6, 7, 8, 10
-OP_AEAD = 9          # GCM only (fuzz_aead.c); on the other ciphers a second init
+OP_AEAD = 9          # GCM and CCM only (fuzz_aead.c); on the other ciphers a second init
 XKEY = bytes(range(1, 65))   # XTS: distinct key halves (b"K" repeated would be refused on encryption)
 # set-params keys and types (fuzz_params.c: set_keys, fz_params_build)
 PADDING, NUM, KEYLEN_P, IVLEN, TLS_VERSION, TLS_MAC_SIZE, USE_BITS, UNKNOWN = range(8)
@@ -26,7 +27,10 @@ NOTABLE = [0x0300, 0x0301, 0x0302, 0x0303, 0xFEFF, 0xFEFD, 0x0100, 0x0304, 0x020
 
 
 def header(cipher, raw=0, inst=0):
-    """the cipher byte: the nine as 0-8, GCM and XTS as 0x80 + 0..4 (fuzz_diff.c)"""
+    """the cipher byte: the nine as 0-8, GCM and XTS as 0x80 + 0..4, CCM as 0xE0.. with byte % 3 picking the
+    key size (fuzz_diff.c)"""
+    if cipher in CCM:
+        return bytes([raw | (inst << 1), 0xE0 + (cipher - 13) % 3])
     return bytes([raw | (inst << 1), cipher if cipher < 9 else 0x80 + cipher - 9])
 
 
@@ -166,6 +170,19 @@ class Prog:
         self.b += bytes([OP_AEAD, slot, 0, n - 1])
         return self
 
+    def nonce_len(self, slot, n):
+        """CCM: n in 6..14 (fuzz_aead.c's pick_ivlen)"""
+        self.b += bytes([OP_AEAD, slot, 0, n - 6])
+        return self
+
+    def length(self, slot, size):
+        """CCM: the message length first (an AAD operation with the zeros source), size < 5000"""
+        return self.aad(slot, size, src="zero")
+
+    def tag_len(self, slot, n):
+        """CCM: the tag length alone (a tag set with the zeros source: a NULL buffer)"""
+        return self.tag_set(slot, n=n, src="zero")
+
     def aad(self, slot, size, seed=1, src="prng", raw_bytes=b""):
         srcs = {"prng": 0, "last": 1, "input": 2, "zero": 3}
         big = size >= 80
@@ -268,6 +285,39 @@ def seeds():
         p.update(size=65536 + 16 * 200, inplace=1).update(size=16 * 4375, align=(0, 9)).final()
         out[f"evp-{CIPHERS[c]}-inst{inst}-large"] = p
     out.update(gcm_xts_seeds())
+    out.update(ccm_seeds())
+    return out
+
+
+def ccm_seeds():
+    out = {}
+    # CCM as applications drive it: nonce and tag lengths, then key and nonce, the length, AAD, the data in
+    # one update, final, the tag; then the decryption with that tag (passes) and with a flipped one
+    for c, n, m in zip(CCM, (7, 11, 13), (4, 12, 16)):
+        p = Prog(c).init(key=None, iv=None).nonce_len(0, n).tag_len(0, m).init(with_cipher=0)
+        p.length(0, 3000).aad(0, 20, seed=3).update(size=3000).final().tag_get(0, m)
+        p.init(slot=1, enc=0, key=None, iv=None).nonce_len(1, n).tag_set(1, n=m).init(slot=1, enc=0, with_cipher=0)
+        p.length(1, 3000).aad(1, 20, seed=3).update(slot=1, size="last", src="last").final(slot=1)
+        p.init(slot=2, enc=0, key=None, iv=None).nonce_len(2, n).tag_set(2, n=m, src="flip", flip=(1, 2))
+        p.init(slot=2, enc=0, with_cipher=0).length(2, 3000).aad(2, 20, seed=3).update(slot=2, size="last", src="last")
+        out[f"evp-{CIPHERS[c]}-stream"] = p
+    # the wrong order: AAD before the length, data twice, another length than announced, a tag on
+    # encryption, tag get before final, odd tag and nonce lengths, a copy in the middle, EVP_Cipher
+    p = Prog(14).init().aad(0, 10).length(0, 5).aad(0, 10).copy(0, 1).update(size=5).update(size=5).tag_get(0, 12)
+    p.update(slot=1, size=6).final(slot=1).tag_set(0, n=8).tag_len(0, 5).tag_len(0, 18).nonce_len(0, 6)
+    p.nonce_len(0, 14).init(with_cipher=0, key=None).cipher_call(size=0).cipher_call(size=33).final().tag_get(0, 12)
+    p.init(slot=2).update(slot=2, size=40).final(slot=2).tag_get(2, 16).tag_get(2, 12)
+    out["evp-aes128ccm-order"] = p
+    # the dispatch layer: nonce lengths at init, NULL buffers (length, AAD), tight outputs
+    p = Prog(16, raw=1).init(lens=(None, 7)).init(lens=(None, 13)).init(lens=(None, 12)).length(0, 40)
+    p.update(size=40, hostile=(1, b"\x05\x00")).init(lens=(None, 7)).update(size=9, hostile=(3,))
+    p.update(size=40, hostile=(0,)).final(outsize="max").tag_get(0, 12)
+    out["raw-aes256ccm-lengths"] = p
+    # large messages on the split and GPU instances (no AAD: the data's update gives the length, which an
+    # AAD operation cannot: at most 4999)
+    for c, inst in ((14, 1), (16, 2)):
+        p = Prog(c, inst=inst).init().update(size=70000, align=(1, 7)).final().tag_get(0, 12)
+        out[f"evp-{CIPHERS[c]}-inst{inst}-large"] = p
     return out
 
 

@@ -9,6 +9,7 @@
 extern const OSSL_ALGORITHM acc_cipher_algorithms[];
 /* provider/cipher_gcm.c: for the running libcrypto, with the pipeline functions on 3.5 and later. */
 const OSSL_ALGORITHM *acc_gcm_algorithms(void);
+extern const OSSL_ALGORITHM acc_ccm_cipher_algorithms[];   /* provider/cipher_ccm.c */
 extern const OSSL_ALGORITHM acc_xts_cipher_algorithms[];   /* provider/cipher_xts.c */
 extern const OSSL_ALGORITHM acc_rand_algorithms[];
 

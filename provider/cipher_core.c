@@ -289,8 +289,8 @@ const OSSL_PARAM *acc_cipher_gettable_params(void *provctx)
 
 static size_t ivlen_of(acc_mode mode)
 {
-    if (mode == ACC_MODE_GCM)
-        return 12;   /* GCM's default IV length (settable per context) */
+    if (mode == ACC_MODE_GCM || mode == ACC_MODE_CCM)
+        return 12;   /* the AEADs' IV length as the default's cipher reports it (settable per context) */
     return mode == ACC_MODE_ECB ? 0 : ACC_AES_BLOCK;
 }
 
@@ -302,8 +302,10 @@ int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind)
         { OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK, kind->tls1_multiblock }, { OSSL_CIPHER_PARAM_HAS_RAND_KEY, 0 }
     };
     /* the stream-like modes report a block size of 1, as the default's do */
-    size_t blksz = kind->mode == ACC_MODE_CTR || kind->mode == ACC_MODE_GCM || kind->mode == ACC_MODE_XTS ? 1
-                                                                                                      : ACC_AES_BLOCK;
+    size_t blksz = kind->mode == ACC_MODE_CTR || kind->mode == ACC_MODE_GCM || kind->mode == ACC_MODE_CCM
+                           || kind->mode == ACC_MODE_XTS
+                       ? 1
+                       : ACC_AES_BLOCK;
     OSSL_PARAM *p;
 
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_MODE)) != NULL && !OSSL_PARAM_set_uint(p, kind->mode))

@@ -17,7 +17,7 @@ struct acc_prov_ctx;
 struct acc_cipher_ctx;
 
 /* = EVP_CIPH_*_MODE */
-typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5, ACC_MODE_GCM = 6, ACC_MODE_XTS = 0x10001 } acc_mode;
+typedef enum { ACC_MODE_ECB = 1, ACC_MODE_CBC = 2, ACC_MODE_CTR = 5, ACC_MODE_GCM = 6, ACC_MODE_CCM = 7, ACC_MODE_XTS = 0x10001 } acc_mode;
 
 /* What a cipher is, and what it does beyond the core. Hooks may be NULL. */
 typedef struct acc_cipher_kind {
@@ -89,8 +89,8 @@ static inline const acc_aes_key *acc_cipher_key(const acc_cipher_ctx *c)
  * needs the schedules of ECB in the same direction. */
 static inline acc_op acc_op_of(acc_mode mode, int enc)
 {
-    /* GCM runs on its own engine (accel/gcm.h), never as an acc_req: CTR names its counters */
-    if (mode == ACC_MODE_CTR || mode == ACC_MODE_GCM)
+    /* GCM and CCM run on their own engines (accel/gcm.h, ccm.h), never as an acc_req: CTR names their counters */
+    if (mode == ACC_MODE_CTR || mode == ACC_MODE_GCM || mode == ACC_MODE_CCM)
         return ACC_OP_CTR;
     if (mode == ACC_MODE_CBC)
         return enc ? ACC_OP_CBC_ENC : ACC_OP_CBC_DEC;

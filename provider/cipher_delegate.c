@@ -1,5 +1,5 @@
 /* provider/cipher_delegate.c: the AES ciphers the running default provider has and accelaes does not
- * serve (CCM, OCB, CFB, OFB, wrap, SIV, CBC-CTS, ... whatever the release has), offered under
+ * serve (OCB, CFB, OFB, wrap, SIV, CBC-CTS, ... whatever the release has), offered under
  * accelaes's name as thin delegates, on OpenSSL 3.5+ only. Why: EVP_CipherInit_SKEY refuses a key
  * whose key management is not the cipher's provider's, and where accelaes is preferred
  * (conf/accelaes.cnf) an application's EVP_SKEY_import(NULL, "AES", ...) key is accelaes's; without

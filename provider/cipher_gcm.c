@@ -36,22 +36,16 @@ static int gcm_on_dup(acc_cipher_ctx *dc, const acc_cipher_ctx *sc)
     acc_gcm_ctx *d = (acc_gcm_ctx *)dc;
     const acc_gcm_ctx *s = (const acc_gcm_ctx *)sc;
 
-    d->aad = NULL;
-    d->aadcap = 0;
-    if (s->aad != NULL) {
-        if ((d->aad = OPENSSL_malloc(s->aadcap)) == NULL)
-            return 0;
-        d->aadcap = s->aadcap;
-        memcpy(d->aad, s->aad, s->aadlen);
-    }
+    if (!acc_aead_aad_dup(&d->aad, &s->aad))
+        return 0;
     if (s->key_set && !s->geng->copy(&d->st, &s->st)) {
-        OPENSSL_clear_free(d->aad, d->aadcap);
+        acc_aead_aad_free(&d->aad);
         return 0;
     }
     if (!acc_gcm_pipe_dup(d, s)) {
         if (s->key_set)
             d->geng->cleanse(&d->st);
-        OPENSSL_clear_free(d->aad, d->aadcap);
+        acc_aead_aad_free(&d->aad);
         return 0;
     }
     return 1;
@@ -64,8 +58,7 @@ static void gcm_on_free(acc_cipher_ctx *c)
     acc_gcm_pipe_free(g);
     if (g->key_set)
         g->geng->cleanse(&g->st);
-    OPENSSL_clear_free(g->aad, g->aadcap);
-    g->aad = NULL;
+    acc_aead_aad_free(&g->aad);
 }
 
 /* ======================== Init ======================== */
@@ -124,7 +117,7 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
          * message goes on from zero, its AAD and data so far forgotten (a misuse; the same bytes) */
         if (g->iv_state == ACC_GCM_IV_COPIED) {
             g->zero_restart = 1;
-            g->aadlen = 0;
+            g->aad.len = 0;
             g->msglen = 0;
         }
     }
@@ -166,7 +159,7 @@ void acc_gcm_open(acc_gcm_ctx *g)
 {
     memcpy(g->msg_iv, g->iv, g->ivlen);
     g->msg_ivlen = g->ivlen;
-    g->aadlen = 0;
+    g->aad.len = 0;
     g->msglen = 0;
     g->started = 0;
     g->zero_restart = 0;
@@ -178,28 +171,8 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
 {
     if (g->started)
         return 0;   /* AAD after data: the default's CRYPTO_gcm128_aad refuses it too */
-    if (len == 0)
-        return 1; /* no memcpy to a buffer not yet made (UB even for 0 bytes) */
-    if (len > GCM_MAX_AAD - g->aadlen)
-        return 0; /* past GCM's AAD limit (the default's CRYPTO_gcm128_aad refuses it too) */
-    if (len > g->aadcap - g->aadlen) {
-        size_t cap = g->aadcap < 64 ? 64 : g->aadcap;
-        uint8_t *n;
-
-        while (cap - g->aadlen < len)
-            cap *= 2; /* no overflow: aadlen + len <= 2^61 */
-        /* not OPENSSL_realloc: the old AAD is cleansed, not left in freed memory */
-        if ((n = OPENSSL_malloc(cap)) == NULL)
-            return 0;
-        if (g->aadlen > 0)
-            memcpy(n, g->aad, g->aadlen);
-        OPENSSL_clear_free(g->aad, g->aadcap);
-        g->aad = n;
-        g->aadcap = cap;
-    }
-    memcpy(g->aad + g->aadlen, aad, len);
-    g->aadlen += len;
-    return 1;
+    /* past GCM's AAD limit the default's CRYPTO_gcm128_aad refuses it too */
+    return acc_aead_aad_add(&g->aad, aad, len, GCM_MAX_AAD) > 0;
 }
 
 /* The engine failed in the middle of a message, whose state is then lost: the output is wiped, the
@@ -207,15 +180,12 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
  * is left to get, and accelaes's engine failure is raised, once. Returns 0. */
 static int engine_failed(acc_gcm_ctx *g, uint8_t *out, size_t len, const char *where)
 {
-    if (out != NULL && len > 0)
-        OPENSSL_cleanse(out, len);
     g->iv_state = ACC_GCM_IV_FINISHED;
     g->started = 0;
     if (g->base.enc)
         g->taglen = ACC_GCM_UNSET;
     g->eng_failed = 1;
-    acc_raise(ACC_R_ENGINE_FAILURE, "the %s GCM engine failed in %s", g->geng->name, where);
-    return 0;
+    return acc_aead_engine_failed("GCM", g->geng->name, out, len, where);
 }
 
 static int msg_start(acc_gcm_ctx *g, const uint8_t *aad, size_t aadlen)
@@ -272,7 +242,7 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
         return 0;
     if (len == 0)
         return 1;
-    if (!msg_start(g, g->aad, g->aadlen))
+    if (!msg_start(g, g->aad.p, g->aad.len))
         return engine_failed(g, out, len, "the start of a message");
     if (!data_run(g, in, out, len, &split))
         return engine_failed(g, out, len, "a data update");
@@ -284,7 +254,7 @@ static int data_add(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len)
 /* Encrypting: the tag into buf. Decrypting: buf[0..taglen) checked. */
 static int msg_finish(acc_gcm_ctx *g)
 {
-    if (!msg_start(g, g->aad, g->aadlen))
+    if (!msg_start(g, g->aad.p, g->aad.len))
         return engine_failed(g, NULL, 0, "the start of a message");
     if (g->base.enc) {
         if (!g->geng->finish(&g->st, g->buf, ACC_GCM_TAG_LEN))
@@ -370,17 +340,6 @@ static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const
     return 1;
 }
 
-/* EVP hands a negative int length down as SIZE_MAX - k (EVP_Cipher: an unsigned int, whose result
- * is an int): no piece of AAD or data past INT_MAX is taken, as the block modes (cipher_block.c);
- * the default reads that far (stricter, documented in prov.h). */
-static int len_ok(size_t inl)
-{
-    if (inl <= (size_t)INT_MAX)
-        return 1;
-    acc_raise(ACC_R_LENGTH_TOO_LARGE, "GCM piece of %zu bytes", inl);
-    return 0;
-}
-
 static OSSL_FUNC_cipher_update_fn gcm_update;
 static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
                       size_t inl)
@@ -391,12 +350,8 @@ static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
         *outl = 0;
         return 1;
     }
-    if (!len_ok(inl))
+    if (!acc_aead_piece_ok("GCM", inl) || !acc_aead_out_ok(inl, outsize))
         return 0;
-    if (outsize < inl) {
-        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
-        return 0;
-    }
     ((acc_gcm_ctx *)vctx)->eng_failed = 0;
     r = gcm_data_fast(vctx, out, outl, in, inl);
     if (r < 0)
@@ -424,12 +379,8 @@ static OSSL_FUNC_cipher_cipher_fn gcm_oneshot_cipher;
 static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
                               size_t inl)
 {
-    if (!len_ok(inl))
+    if (!acc_aead_piece_ok("GCM", inl) || !acc_aead_out_ok(inl, outsize))
         return 0;
-    if (outsize < inl) {
-        acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
-        return 0;
-    }
     if (gcm_cipher_internal(vctx, out, outl, in, inl) <= 0)
         return 0;
     *outl = inl;

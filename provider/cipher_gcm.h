@@ -6,14 +6,14 @@
 
 #include <openssl/core_dispatch.h>
 #include "accel/gcm.h"
+#include "provider/aead.h"
 #include "provider/cipher_ctx.h"
 
 #define ACC_GCM_IV_MAX 128          /* the default's GCM_IV_MAX_SIZE (1024 bits) */
 #define ACC_GCM_IV_DEFAULT 12
-#define ACC_GCM_UNSET ((size_t)-1)  /* a tag length or TLS AAD length not given */
-#define ACC_GCM_TLS_AAD_LEN 13      /* EVP_AEAD_TLS1_AAD_LEN */
-#define ACC_GCM_TLS_FIXED 4         /* EVP_GCM_TLS_FIXED_IV_LEN */
-#define ACC_GCM_TLS_EXPLICIT 8      /* EVP_GCM_TLS_EXPLICIT_IV_LEN */
+#define ACC_GCM_UNSET ACC_AEAD_UNSET
+#define ACC_GCM_TLS_FIXED ACC_AEAD_TLS_FIXED
+#define ACC_GCM_TLS_EXPLICIT ACC_AEAD_TLS_EXPLICIT
 
 /* The IV's state, as the default's: none yet; given but no message opened with it; a message
  * open (AAD or data going in); the message finished (the IV must not be used again). */
@@ -53,8 +53,7 @@ typedef struct acc_gcm_ctx {
     uint64_t tls_enc_records;
     size_t tls_aad_len;         /* ACC_GCM_UNSET: not a TLS record */
     size_t tls_aad_pad_sz;
-    uint8_t *aad;               /* AAD gathered until the message starts (ipsec-mb's init takes it whole) */
-    size_t aadlen, aadcap;
+    acc_aead_aad aad;           /* AAD gathered until the message starts (ipsec-mb's init takes it whole) */
     uint8_t iv[ACC_GCM_IV_MAX];
     uint8_t msg_iv[ACC_GCM_IV_MAX];  /* the IV the open message started with (TLS moves iv on) */
     uint8_t buf[16];            /* the tag (given, or made), or the TLS AAD, as the default's buf */

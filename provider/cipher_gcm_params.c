@@ -17,14 +17,6 @@
 
 /* ======================== The TLS IV: fixed part, invocation field ======================== */
 
-/* The 64-bit invocation field (the IV's last 8 bytes) counts records. */
-static void ctr64_inc(uint8_t *counter)
-{
-    for (int n = 7; n >= 0; n--)
-        if (++counter[n] != 0)
-            return;
-}
-
 /* Encrypting a record: its explicit nonce (the IV's last olen bytes) out, a message opened
  * with the IV, the invocation field moved on for the next record. */
 static int getivgen(acc_gcm_ctx *g, unsigned char *out, size_t olen)
@@ -35,7 +27,7 @@ static int getivgen(acc_gcm_ctx *g, unsigned char *out, size_t olen)
     if (olen == 0 || olen > g->ivlen)
         olen = g->ivlen;
     memcpy(out, g->iv + g->ivlen - olen, olen);
-    ctr64_inc(g->iv + g->ivlen - 8);
+    acc_aead_ctr64_inc(g->iv + g->ivlen - 8);
     return 1;
 }
 
@@ -70,30 +62,6 @@ static int tls_iv_set_fixed(acc_gcm_ctx *g, const unsigned char *iv, size_t len)
     g->iv_gen = 1;
     g->iv_state = ACC_GCM_IV_BUFFERED;
     return 1;
-}
-
-/* The record's AAD is kept; its length field is corrected to the payload's. Returns the
- * padding the record needs (the tag), or 0 for a bad AAD. */
-static size_t tls_init(acc_gcm_ctx *g, const unsigned char *aad, size_t aad_len)
-{
-    size_t len;
-
-    if (aad_len != ACC_GCM_TLS_AAD_LEN)
-        return 0;
-    memcpy(g->buf, aad, aad_len);
-    g->tls_aad_len = aad_len;
-    len = (size_t)g->buf[aad_len - 2] << 8 | g->buf[aad_len - 1];
-    if (len < ACC_GCM_TLS_EXPLICIT)
-        return 0;
-    len -= ACC_GCM_TLS_EXPLICIT;
-    if (!g->base.enc) {
-        if (len < ACC_GCM_TAG_LEN)
-            return 0;
-        len -= ACC_GCM_TAG_LEN;
-    }
-    g->buf[aad_len - 2] = (unsigned char)(len >> 8);
-    g->buf[aad_len - 1] = (unsigned char)(len & 0xff);
-    return ACC_GCM_TAG_LEN;
 }
 
 int acc_gcm_tls_cipher(acc_gcm_ctx *g, unsigned char *out, size_t *padlen, const unsigned char *in, size_t len)
@@ -131,11 +99,8 @@ err:
 
 /* ======================== get_ctx_params ======================== */
 
-static int failed_to_set(const OSSL_PARAM *p)
-{
-    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
-    return 0;
-}
+#define failed_to_set acc_aead_failed_to_set
+#define failed_to_get acc_aead_failed_to_get
 
 /* IV and UPDATED_IV are the same bytes for GCM (the default answers both with its IV buffer). */
 static int get_iv(acc_gcm_ctx *g, OSSL_PARAM *p)
@@ -266,12 +231,6 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
 
 /* ======================== set_ctx_params ======================== */
 
-static int failed_to_get(const OSSL_PARAM *p)
-{
-    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "cannot read parameter '%s'", p->key);
-    return 0;
-}
-
 static int set_tag(acc_gcm_ctx *g, const OSSL_PARAM *p)
 {
     void *vp = g->buf;
@@ -312,7 +271,11 @@ static int set_tls_aad(acc_gcm_ctx *g, const OSSL_PARAM *p)
 
     if (p->data_type != OSSL_PARAM_OCTET_STRING)
         return failed_to_get(p);
-    if ((sz = tls_init(g, p->data, p->data_size)) == 0) {
+    /* the record's AAD is kept, its length field corrected to the payload's */
+    sz = acc_aead_tls_aad(g->buf, p->data, p->data_size, g->base.enc, ACC_GCM_TAG_LEN);
+    if (p->data_size == ACC_AEAD_TLS_AAD_LEN)
+        g->tls_aad_len = p->data_size;
+    if (sz == 0) {
         acc_raise(ACC_PROV_R(PROV_R_INVALID_AAD), "TLS AAD of %zu bytes or its length field", p->data_size);
         return 0;
     }

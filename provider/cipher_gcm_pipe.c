@@ -26,8 +26,7 @@ typedef struct pipe_msg {
     acc_gcm_state st; /* first: 64-byte aligned; the key (copied from the context's) and message */
     int keyed;        /* st holds the context's current key */
     int state;
-    uint8_t *aad; /* gathered until the data starts (the engine's start takes it whole) */
-    size_t aadlen, aadcap;
+    acc_aead_aad aad; /* gathered until the data starts (the engine's start takes it whole) */
     uint64_t msglen;
     size_t taglen; /* decryption: the tag's length given (ACC_GCM_UNSET: none yet) */
     uint8_t iv[ACC_GCM_IV_MAX];
@@ -53,7 +52,7 @@ static void msg_clear(const acc_gcm_engine *geng, pipe_msg *m)
 {
     if (m->keyed)
         geng->cleanse(&m->st);
-    OPENSSL_clear_free(m->aad, m->aadcap);
+    acc_aead_aad_free(&m->aad);
     OPENSSL_cleanse(m, sizeof(*m));
 }
 
@@ -95,15 +94,12 @@ int acc_gcm_pipe_dup(acc_gcm_ctx *d, const acc_gcm_ctx *s)
 
         memcpy(dm, sm, sizeof(*dm));
         dm->keyed = 0;
-        dm->aad = NULL;
-        dm->aadcap = 0;
-        if ((sm->aadcap > 0 && (dm->aad = OPENSSL_memdup(sm->aad, sm->aadcap)) == NULL)
+        if (!acc_aead_aad_dup(&dm->aad, &sm->aad)
             || (sm->keyed && !s->geng->copy(&dm->st, &sm->st))) {
             OPENSSL_cleanse(&dm->st, sizeof(dm->st));
             acc_gcm_pipe_free(d);
             return 0;
         }
-        dm->aadcap = sm->aadcap;
         dm->keyed = sm->keyed;
     }
     return 1;
@@ -202,7 +198,7 @@ static int pipe_init(acc_gcm_ctx *g, const unsigned char *key, size_t keylen, si
         } else if (m->state == PIPE_DATA) {
             m->state = PIPE_IDLE; /* an open message ends with any init, its IV used */
         }
-        m->aadlen = 0;
+        m->aad.len = 0;
         m->msglen = 0;
         m->taglen = ACC_GCM_UNSET;
         if (g->key_set && !msg_key(g, m))
@@ -295,34 +291,20 @@ static int update_check(const acc_gcm_pipe *p, unsigned char **out, const size_t
 
 static int aad_add(pipe_msg *m, const unsigned char *aad, size_t len)
 {
-    uint8_t *nb;
-    size_t cap;
+    int r = acc_aead_aad_add(&m->aad, aad, len, SIZE_MAX / 2);
 
-    if (len == 0)
-        return 1;
-    if (len > SIZE_MAX / 2 - m->aadlen) {
+    if (r == 0)
         acc_raise(ACC_R_LENGTH_TOO_LARGE, "pipeline AAD of %zu bytes", len);
-        return 0;
-    }
-    if (m->aadlen + len > m->aadcap) {
-        cap = m->aadlen + len < 64 ? 64 : 2 * (m->aadlen + len);
-        if ((nb = OPENSSL_clear_realloc(m->aad, m->aadcap, cap)) == NULL) {
-            acc_raise(ACC_R_MALLOC_FAILURE, "pipeline AAD of %zu bytes", m->aadlen + len);
-            return 0;
-        }
-        m->aad = nb;
-        m->aadcap = cap;
-    }
-    memcpy(m->aad + m->aadlen, aad, len);
-    m->aadlen += len;
-    return 1;
+    else if (r < 0)
+        acc_raise(ACC_R_MALLOC_FAILURE, "pipeline AAD of %zu bytes", m->aad.len + len);
+    return r > 0;
 }
 
 /* Open a pipe's message in its engine state: the IV and the whole AAD (raises nothing: it may run
  * on a pool thread). */
 static int msg_start(const acc_gcm_ctx *g, const acc_gcm_pipe *p, pipe_msg *m)
 {
-    if (m->state != PIPE_DATA && !g->geng->start(&m->st, p->enc, m->iv, p->ivlen, m->aad, m->aadlen))
+    if (m->state != PIPE_DATA && !g->geng->start(&m->st, p->enc, m->iv, p->ivlen, m->aad.p, m->aad.len))
         return 0;
     m->state = PIPE_DATA;
     return 1;

@@ -321,7 +321,7 @@ static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 ACC_FORK_SAFE(&all_lock, 1, "cipher table", ACC_RANK_CIPHERS, ACC_FORK_RESET);
 /* GCM's table depends on the running libcrypto (the pipeline functions from 3.5): filled in served_init */
 static const OSSL_ALGORITHM *served_tables[] = { acc_cipher_algorithms, NULL, acc_xts_cipher_algorithms,
-                                                 acc_hmac_cipher_algorithms };
+                                                 acc_hmac_cipher_algorithms, acc_ccm_cipher_algorithms };
 #define NSERVED_TABLES (sizeof(served_tables) / sizeof(served_tables[0]))
 
 static void served_init(void)

@@ -54,6 +54,17 @@ def test_corpus_replays_without_divergence(replay_bin, engine):
     assert f"replay: {len(files)} inputs, no divergence" in r.stdout, r.stdout
 
 
+def test_ccm_seeds_replay(replay_bin):
+    """AES-CCM's seeds one by one (nonce and tag lengths, the length first, AAD, a right and a flipped tag,
+    calls in the wrong order, the dispatch layer, the split and GPU instances): where accelaes does not serve
+    CCM each diverges at its start, saying so."""
+    seeds = [p for p in corpus_files() if "ccm-" in p.name]
+    assert len(seeds) >= 7, [p.name for p in seeds]
+    for seed in seeds:
+        r = subprocess.run([str(replay_bin), str(seed)], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{seed.name}: rc={r.returncode}\n{r.stderr[-3000:]}"
+
+
 def test_replay_detects_a_planted_difference(replay_bin):
     """Every seed that streams data must abort once accelaes's output is corrupted after the call."""
     seeds = [p for p in corpus_files() if p.name.endswith("-stream")]
