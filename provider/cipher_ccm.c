@@ -291,11 +291,16 @@ static const OSSL_PARAM *ccm_gettable_ctx_params(void *vctx, void *provctx)
     static const OSSL_PARAM common[] = {
         AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0), OSSL_PARAM_END
     };
+    static const OSSL_PARAM common_3_5[] = {
+        AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
+        OSSL_PARAM_uint("iv-generated", NULL), OSSL_PARAM_END
+    };
     static const OSSL_PARAM own[] = { AEAD_GETTABLE, OSSL_PARAM_END };
 
     (void)vctx;
     (void)provctx;
-    return own_lists() ? own : common;
+    /* 3.5's common list ends with GCM's "iv-generated" (provider/compat.h), which CCM lists, not answers */
+    return own_lists() ? own : acc_compat()->gcm_iv_generated ? common_3_5 : common;
 }
 
 static OSSL_FUNC_cipher_settable_ctx_params_fn ccm_settable_ctx_params;
