@@ -16,6 +16,7 @@ typedef struct acc_ccm_state {
     const acc_engine *eng;      /* the block engine whose schedule ks is */
     uint8_t nonce[16];          /* B0, then the counter block; byte 0: flags (L-1, M, Adata) */
     uint8_t cmac[16];           /* the CBC-MAC, then the tag */
+    int failed;                 /* the block engine failed in this message (nested EVP only) */
 } acc_ccm_state;
 
 /* 1 success, 0 failure; no OpenSSL error raised (the provider raises).
@@ -25,7 +26,8 @@ typedef struct acc_ccm_state {
  *  - setiv: a message of mlen bytes with nonce (15 - l bytes), tag m bytes, length field l.
  *  - aad: the whole AAD at once (0 bytes: nothing); a second call starts the MAC again.
  *  - crypt: the data, exactly mlen bytes in one call (0 otherwise, the state as the default's
- *    leaves it); in == out legal. The tag is ready after it.
+ *    leaves it); in == out legal. The tag is ready after it. -1: the engine failed (the
+ *    message is lost; the caller wipes the output and raises).
  *  - tag: the m bytes of the tag; 0 when len is not the message's m. */
 typedef struct acc_ccm_engine {
     const char *name;
@@ -38,7 +40,8 @@ typedef struct acc_ccm_engine {
 } acc_ccm_engine;
 
 /* accel/cpu/ccm.c: AES-NI (the MAC chain and the counter blocks interleaved) where the CPU has
- * it, else the context's block engine, one block per call. */
+ * it, else the context's block engine, one block per call; ACCELAES_FORCE_EVP_ENGINE=1 takes the
+ * block engine (nested EVP then), as engine_select.c. Read once per process. */
 const acc_ccm_engine *acc_ccm_engine_default(void);
 
 #endif

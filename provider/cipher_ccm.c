@@ -6,12 +6,16 @@
  * a tag set before it, and the TLS 1.2 record (4-byte fixed and 8-byte explicit IV, the tag M).
  * The AEAD rules shared with GCM are provider/aead.c's; the AES work is a CCM engine's
  * (accel/ccm.h), counted as every other mode's. */
+#include <pthread.h>
 #include <string.h>
 #include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/params.h>
 #include "accel/ccm.h"
+#include "accel/gcm.h"   /* acc_evp_engine_libctx */
 #include "provider/aead.h"
 #include "provider/algs.h"
 #include "provider/cipher_ctx.h"
@@ -25,6 +29,7 @@ typedef struct acc_ccm_ctx {
     acc_ccm_state st;           /* the engine's key and message (64-byte aligned) */
     const acc_ccm_engine *ceng;
     int key_set, iv_set, tag_set, len_set;
+    int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
     size_t l, m;                /* the length field's bytes (2..8) and the tag's (4..16, even) */
     size_t tls_aad_len;         /* ACC_AEAD_UNSET: not a TLS record; once set, every call is one */
     size_t tls_aad_pad_sz;
@@ -37,6 +42,35 @@ typedef struct acc_ccm_ctx {
 static int own_lists(void)
 {
     return acc_compat()->repeated_param_refused[ACC_DECODER_COMMON];
+}
+
+/* Does the running default's final fail where a message was begun and not completed (a decryption
+ * not checked, or checked and refused; an encryption whose length was fixed and whose data did not
+ * come)? OpenSSL 3.5.9 does, 3.0.19 does not: asked once of the default provider itself (a
+ * decryption's final with a nonce and nothing else), so that each release gets its own answer. */
+static int strict;
+
+static void strict_probe(void)
+{
+    static const unsigned char zero[16];
+    OSSL_LIB_CTX *lc = acc_evp_engine_libctx();
+    EVP_CIPHER *ci = lc != NULL ? EVP_CIPHER_fetch(lc, "AES-128-CCM", "provider=default") : NULL;
+    EVP_CIPHER_CTX *x = ci != NULL ? EVP_CIPHER_CTX_new() : NULL;
+    unsigned char out[16];
+    int outl;
+
+    strict = x != NULL && EVP_DecryptInit_ex2(x, ci, zero, zero, NULL) && !EVP_DecryptFinal_ex(x, out, &outl);
+    EVP_CIPHER_CTX_free(x);
+    EVP_CIPHER_free(ci);
+    ERR_clear_error();
+}
+
+static int final_refused(const acc_ccm_ctx *c)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, strict_probe);
+    return strict && (c->base.enc ? c->len_set && !c->tag_set : c->iv_set);
 }
 
 static size_t ivlen_of(const acc_ccm_ctx *c)
@@ -257,11 +291,16 @@ static const OSSL_PARAM *ccm_gettable_ctx_params(void *vctx, void *provctx)
     static const OSSL_PARAM common[] = {
         AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0), OSSL_PARAM_END
     };
+    static const OSSL_PARAM common_3_5[] = {
+        AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
+        OSSL_PARAM_uint("iv-generated", NULL), OSSL_PARAM_END
+    };
     static const OSSL_PARAM own[] = { AEAD_GETTABLE, OSSL_PARAM_END };
 
     (void)vctx;
     (void)provctx;
-    return own_lists() ? own : common;
+    /* 3.5's common list ends with GCM's "iv-generated" (provider/compat.h), which CCM lists, not answers */
+    return own_lists() ? own : acc_compat()->gcm_iv_generated ? common_3_5 : common;
 }
 
 static OSSL_FUNC_cipher_settable_ctx_params_fn ccm_settable_ctx_params;
@@ -355,16 +394,20 @@ static int set_len(acc_ccm_ctx *c, size_t mlen)
 static int data_run(acc_ccm_ctx *c, const unsigned char *in, unsigned char *out, size_t len, const uint8_t *tag)
 {
     uint8_t mine[16];
-    int ok;
+    int ok, r = c->ceng->crypt(&c->st, c->base.enc, in, out, len);
 
+    if (r < 0) {   /* the engine failed: the message is lost, as after its end */
+        c->iv_set = c->tag_set = c->len_set = 0;
+        c->eng_failed = 1;
+        return acc_aead_engine_failed("CCM", c->ceng->name, out, len, "a data update");
+    }
     if (c->base.enc) {
-        if (!c->ceng->crypt(&c->st, 1, in, out, len) || (tag != NULL && !c->ceng->tag(&c->st, (uint8_t *)tag, c->m)))
+        if (!r || (tag != NULL && !c->ceng->tag(&c->st, (uint8_t *)tag, c->m)))
             return 0;
         acc_cipher_count(&c->base, len, 1);
         return 1;
     }
-    ok = c->ceng->crypt(&c->st, 0, in, out, len) && c->ceng->tag(&c->st, mine, c->m)
-         && CRYPTO_memcmp(mine, tag, c->m) == 0;
+    ok = r && c->ceng->tag(&c->st, mine, c->m) && CRYPTO_memcmp(mine, tag, c->m) == 0;
     OPENSSL_cleanse(mine, sizeof(mine));
     if (!ok) {
         if (len > 0)
@@ -409,7 +452,7 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
     if (c->tls_aad_len != ACC_AEAD_UNSET)
         return tls_cipher(c, out, padlen, in, len);
     if (in == NULL && out != NULL)
-        return 1;
+        return !final_refused(c);
     if (!c->iv_set)
         return 0;
     if (out == NULL) {
@@ -443,8 +486,10 @@ static int ccm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
 {
     if (!acc_aead_piece_ok("CCM", inl) || !acc_aead_out_ok(inl, outsize))
         return 0;
+    ((acc_ccm_ctx *)vctx)->eng_failed = 0;
     if (!ccm_cipher_internal(vctx, out, outl, in, inl)) {
-        acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "CCM update refused");
+        if (!((acc_ccm_ctx *)vctx)->eng_failed)   /* an engine failure has raised its own */
+            acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "CCM update refused");
         return 0;
     }
     return 1;

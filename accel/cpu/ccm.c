@@ -3,6 +3,9 @@
  * chains per block hide each other's latency. Without it the block engine does one block per
  * call. The steps are those of the default provider's CCM128 state (see accel/ccm.h); both
  * paths are constant time in the key, the data and the tag (AES-NI, no table lookups). */
+#define _GNU_SOURCE   /* secure_getenv */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
 #include "accel/ccm.h"
@@ -22,19 +25,21 @@ TGT_NI static void ni_enc2(const acc_aes_key *k, uint8_t a[16], uint8_t b[16])
     XST(b, _mm_aesenclast_si128(y, XKEY(rk, k->rounds)));
 }
 
-/* One block in place. ni: AES-NI; else the block engine's ECB (which cannot fail but nested EVP;
- * its failure wipes the block, and the message's tag then never matches a real one). */
-static void enc1(const acc_ccm_state *s, int ni, uint8_t b[16])
+/* One block in place. ni: AES-NI; else the block engine's ECB, which only nested EVP can fail: the
+ * block is wiped and the message marked failed (crypt then returns -1). */
+static void enc1(acc_ccm_state *s, int ni, uint8_t b[16])
 {
     uint8_t dummy[16] = { 0 };
 
     if (ni)
         ni_enc2(&s->ks, b, dummy);
-    else if (!s->eng->ecb_enc(&s->ks, b, b, 1))
+    else if (!s->eng->ecb_enc(&s->ks, b, b, 1)) {
         OPENSSL_cleanse(b, 16);
+        s->failed = 1;
+    }
 }
 
-static void enc2(const acc_ccm_state *s, int ni, uint8_t a[16], uint8_t b[16])
+static void enc2(acc_ccm_state *s, int ni, uint8_t a[16], uint8_t b[16])
 {
     if (ni) {
         ni_enc2(&s->ks, a, b);
@@ -73,6 +78,7 @@ static int ccm_setiv(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t
 {
     if (l < 2 || l > 8 || nlen < 15 - l)
         return 0;
+    s->failed = 0;
     s->nonce[0] = (uint8_t)(((l - 1) & 7) | (((m - 2) / 2) & 7) << 3);
     memcpy(s->nonce + 1, nonce, 15 - l);
     for (size_t i = 0; i < l; i++)
@@ -176,7 +182,7 @@ static int ccm_crypt(acc_ccm_state *s, int ni, int enc, const uint8_t *in, uint8
     }
     s->nonce[15] = 1;
     if (n != (uint64_t)len)
-        return 0;   /* the state stays as the default's leaves it: its flags spoilt */
+        return s->failed ? -1 : 0;   /* the state stays as the default's leaves it: its flags spoilt */
     ccm_blocks(s, ni, enc, in, out, len);
     for (unsigned int i = 15 - l; i < 16; i++)
         s->nonce[i] = 0;
@@ -186,7 +192,7 @@ static int ccm_crypt(acc_ccm_state *s, int ni, int enc, const uint8_t *in, uint8
         s->cmac[i] ^= s0[i];
     OPENSSL_cleanse(s0, sizeof(s0));
     s->nonce[0] = flags0;
-    return 1;
+    return s->failed ? -1 : 1;
 }
 
 static int ccm_tag(const acc_ccm_state *s, uint8_t *tag, size_t len)
@@ -241,7 +247,20 @@ static int blk_crypt(acc_ccm_state *s, int enc, const uint8_t *in, uint8_t *out,
 
 static const acc_ccm_engine blk_ccm = { "block", blk_set_key, ccm_cleanse, ccm_setiv, blk_aad, blk_crypt, ccm_tag };
 
+static const acc_ccm_engine *ccm_chosen;
+
+/* As the block engine's choice (engine_select.c): AES-NI unless ACCELAES_FORCE_EVP_ENGINE=1. */
+static void ccm_choose(void)
+{
+    const char *force = secure_getenv("ACCELAES_FORCE_EVP_ENGINE");
+
+    ccm_chosen = acc_engine_aesni() != NULL && !(force != NULL && strcmp(force, "1") == 0) ? &ni_ccm : &blk_ccm;
+}
+
 const acc_ccm_engine *acc_ccm_engine_default(void)
 {
-    return acc_engine_aesni() != NULL ? &ni_ccm : &blk_ccm;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, ccm_choose);
+    return ccm_chosen;
 }

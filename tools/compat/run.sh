@@ -106,7 +106,7 @@ declare -A BYTES
 
 # compare ID SUITE NEED_BYTES NORMAL_RCS: the verdict line and the accelaes-stat figures.
 # NEED_BYTES 1: the accelaes run must show accelaes bytes; 0: they are printed only (the counters
-# for the stitched ciphers, which ssl_test uses too, are still being added; CCM, OCB, SIV and wrap
+# for the stitched ciphers, which ssl_test uses too, are still being added; OCB, SIV and wrap
 # are not accelaes ciphers). A default run must show none.
 compare() {
   local id=$1 suite=$2 need=$3 normal=$4
