@@ -1,5 +1,5 @@
 /* provider/cipher_aes.c: the nine plain AES ciphers — what each is (its kind) and its dispatch
- * table, one macro per shape. The core (cipher_core.c) makes and initialises their contexts;
+ * table, one macro per shape (registered in prov.c's one cipher table). The core (cipher_core.c) makes and initialises their contexts;
  * their EVP semantics are cipher_block.c's. */
 #include <openssl/core_dispatch.h>
 #include "provider/algs.h"
@@ -27,7 +27,7 @@
     {                                                                                           \
         return acc_cipher_get_params(params, &aes##kbits##lmode##_kind);                        \
     }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##lmode##_functions[] = {                              \
+    const OSSL_DISPATCH acc_aes##kbits##lmode##_functions[] = {                                 \
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##lmode##_newctx },                \
         { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
@@ -56,16 +56,3 @@ ACC_AES_FUNCTIONS(256, cbc, CBC, block);
 ACC_AES_FUNCTIONS(128, ctr, CTR, stream);
 ACC_AES_FUNCTIONS(192, ctr, CTR, stream);
 ACC_AES_FUNCTIONS(256, ctr, CTR, stream);
-
-const OSSL_ALGORITHM acc_cipher_algorithms[] = {
-    { ACC_NAMES_AES_256_ECB, ACC_PROPS, aes256ecb_functions, NULL },
-    { ACC_NAMES_AES_192_ECB, ACC_PROPS, aes192ecb_functions, NULL },
-    { ACC_NAMES_AES_128_ECB, ACC_PROPS, aes128ecb_functions, NULL },
-    { ACC_NAMES_AES_256_CBC, ACC_PROPS, aes256cbc_functions, NULL },
-    { ACC_NAMES_AES_192_CBC, ACC_PROPS, aes192cbc_functions, NULL },
-    { ACC_NAMES_AES_128_CBC, ACC_PROPS, aes128cbc_functions, NULL },
-    { ACC_NAMES_AES_256_CTR, ACC_PROPS, aes256ctr_functions, NULL },
-    { ACC_NAMES_AES_192_CTR, ACC_PROPS, aes192ctr_functions, NULL },
-    { ACC_NAMES_AES_128_CTR, ACC_PROPS, aes128ctr_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};

@@ -10,6 +10,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/params.h>
+#include "provider/algs.h"
 #include "provider/batch.h"
 #include "provider/cipher_hmac.h"
 #include "provider/compat.h"
@@ -351,7 +352,7 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
     {                                                                                           \
         return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                  \
     }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                     \
+    const OSSL_DISPATCH acc_aes##kbits##cbc_hmac_##sha##_functions[] = {                        \
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },               \
         { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
@@ -375,12 +376,3 @@ ACC_HMAC_FUNCTIONS(128, sha1);
 ACC_HMAC_FUNCTIONS(256, sha1);
 ACC_HMAC_FUNCTIONS(128, sha256);
 ACC_HMAC_FUNCTIONS(256, sha256);
-
-/* The names as the default provider spells them (it gives them no aliases or OIDs). */
-const OSSL_ALGORITHM acc_hmac_cipher_algorithms[] = {
-    { "AES-128-CBC-HMAC-SHA1", ACC_PROPS, aes128cbc_hmac_sha1_functions, NULL },
-    { "AES-256-CBC-HMAC-SHA1", ACC_PROPS, aes256cbc_hmac_sha1_functions, NULL },
-    { "AES-128-CBC-HMAC-SHA256", ACC_PROPS, aes128cbc_hmac_sha256_functions, NULL },
-    { "AES-256-CBC-HMAC-SHA256", ACC_PROPS, aes256cbc_hmac_sha256_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};
