@@ -342,29 +342,12 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
           .set_ctx_params = hmac_set_ctx_params },                                               \
         &acc_hmac_##sha                                                                          \
     };                                                                                          \
-    static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                              \
-    static void *aes##kbits##_##sha##_newctx(void *provctx)                                     \
-    {                                                                                           \
-        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                     \
-    }                                                                                           \
-    static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                      \
-    static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                             \
-    {                                                                                           \
-        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                  \
-    }                                                                                           \
+    ACC_KIND_FUNCTIONS(aes##kbits##_##sha, &aes##kbits##_##sha##_kind.base)                     \
     const OSSL_DISPATCH acc_aes##kbits##cbc_hmac_##sha##_functions[] = {                        \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },               \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
-        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
-        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
+        ACC_CORE_ENTRIES(aes##kbits##_##sha),                                                   \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },       \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
         { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },               \
         { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },               \
         { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },     \
