@@ -1,6 +1,6 @@
 /* provider/cipher_aes.c: the nine plain AES ciphers — what each is (its kind) and its dispatch
- * table, one macro per shape. The core (cipher_core.c) makes and initialises their contexts;
- * their EVP semantics are cipher_block.c's. */
+ * table, one macro per shape, listed in provider/ciphers.c. The core (cipher_core.c) makes and
+ * initialises their contexts; their EVP semantics are cipher_block.c's. */
 #include <openssl/core_dispatch.h>
 #include "provider/algs.h"
 #include "provider/cipher_block.h"
@@ -17,29 +17,12 @@
 
 #define ACC_AES_FUNCTIONS(kbits, lmode, UMODE, shape)                                          \
     static const acc_cipher_kind aes##kbits##lmode##_kind = ACC_AES_KIND(kbits, UMODE);         \
-    static OSSL_FUNC_cipher_newctx_fn aes##kbits##lmode##_newctx;                               \
-    static void *aes##kbits##lmode##_newctx(void *provctx)                                      \
-    {                                                                                           \
-        return acc_cipher_newctx(provctx, &aes##kbits##lmode##_kind);                           \
-    }                                                                                           \
-    static OSSL_FUNC_cipher_get_params_fn aes##kbits##lmode##_get_params;                       \
-    static int aes##kbits##lmode##_get_params(OSSL_PARAM params[])                              \
-    {                                                                                           \
-        return acc_cipher_get_params(params, &aes##kbits##lmode##_kind);                        \
-    }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##lmode##_functions[] = {                              \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##lmode##_newctx },                \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
-        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
-        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
+    ACC_KIND_FUNCTIONS(aes##kbits##lmode, &aes##kbits##lmode##_kind)                            \
+    const OSSL_DISPATCH acc_aes##kbits##lmode##_functions[] = {                                 \
+        ACC_CORE_ENTRIES(aes##kbits##lmode),                                                    \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))acc_##shape##_update },                      \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))acc_##shape##_final },                        \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))acc_block_cipher },                          \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##lmode##_get_params },        \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
         { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_block_get_ctx_params },          \
         { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))acc_block_set_ctx_params },          \
         { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_block_gettable_ctx_params },\
@@ -56,16 +39,3 @@ ACC_AES_FUNCTIONS(256, cbc, CBC, block);
 ACC_AES_FUNCTIONS(128, ctr, CTR, stream);
 ACC_AES_FUNCTIONS(192, ctr, CTR, stream);
 ACC_AES_FUNCTIONS(256, ctr, CTR, stream);
-
-const OSSL_ALGORITHM acc_cipher_algorithms[] = {
-    { ACC_NAMES_AES_256_ECB, ACC_PROPS, aes256ecb_functions, NULL },
-    { ACC_NAMES_AES_192_ECB, ACC_PROPS, aes192ecb_functions, NULL },
-    { ACC_NAMES_AES_128_ECB, ACC_PROPS, aes128ecb_functions, NULL },
-    { ACC_NAMES_AES_256_CBC, ACC_PROPS, aes256cbc_functions, NULL },
-    { ACC_NAMES_AES_192_CBC, ACC_PROPS, aes192cbc_functions, NULL },
-    { ACC_NAMES_AES_128_CBC, ACC_PROPS, aes128cbc_functions, NULL },
-    { ACC_NAMES_AES_256_CTR, ACC_PROPS, aes256ctr_functions, NULL },
-    { ACC_NAMES_AES_192_CTR, ACC_PROPS, aes192ctr_functions, NULL },
-    { ACC_NAMES_AES_128_CTR, ACC_PROPS, aes128ctr_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};

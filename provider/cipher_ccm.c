@@ -534,7 +534,7 @@ static int ccm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
     {                                                                                               \
         return acc_cipher_get_params(params, &aes##kbits##ccm_kind);                                \
     }                                                                                               \
-    static const OSSL_DISPATCH aes##kbits##ccm_functions[] = {                                      \
+    const OSSL_DISPATCH acc_aes##kbits##ccm_functions[] = {                                      \
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##ccm_newctx },                        \
         { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                           \
         { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                             \
@@ -557,10 +557,3 @@ static int ccm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
 ACC_CCM_FUNCTIONS(128);
 ACC_CCM_FUNCTIONS(192);
 ACC_CCM_FUNCTIONS(256);
-
-const OSSL_ALGORITHM acc_ccm_cipher_algorithms[] = {
-    { ACC_NAMES_AES_256_CCM, ACC_PROPS, aes256ccm_functions, NULL },
-    { ACC_NAMES_AES_192_CCM, ACC_PROPS, aes192ccm_functions, NULL },
-    { ACC_NAMES_AES_128_CCM, ACC_PROPS, aes128ccm_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};

@@ -157,6 +157,31 @@ static inline int acc_cipher_check_call(const acc_cipher_ctx *c, const unsigned 
 OSSL_FUNC_cipher_gettable_params_fn acc_cipher_gettable_params;
 int acc_cipher_get_params(OSSL_PARAM params[], const acc_cipher_kind *kind);
 
+/* A kind's newctx and get_params (name##_newctx, name##_get_params), and the dispatch entries every
+ * cipher on the core shares: its context's life, the key inits and get_params. Written once for
+ * every mode's dispatch table (cipher_aes.c, cipher_hmac.c). */
+#define ACC_KIND_FUNCTIONS(name, kindp)                                                         \
+    static OSSL_FUNC_cipher_newctx_fn name##_newctx;                                            \
+    static void *name##_newctx(void *provctx)                                                   \
+    {                                                                                           \
+        return acc_cipher_newctx(provctx, (kindp));                                             \
+    }                                                                                           \
+    static OSSL_FUNC_cipher_get_params_fn name##_get_params;                                    \
+    static int name##_get_params(OSSL_PARAM params[])                                           \
+    {                                                                                           \
+        return acc_cipher_get_params(params, (kindp));                                          \
+    }
+#define ACC_CORE_ENTRIES(name)                                                                  \
+    { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))name##_newctx },                                 \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))name##_get_params },                     \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params }
+
 /* get_ctx_params: the keys of `order` (the default provider's order for the cipher, so that a
  * call with several unanswerable parameters fails on the same one), each answered by the core
  * (key and IV lengths, IV, updated IV, padding, num) or, for the cipher's own keys, by own:

@@ -78,8 +78,8 @@ static int names_have(const char *names, const char *name, size_t n)
     return 0;
 }
 
-/* Is any name of names an AES cipher's (AES...), and none of them served by a table of served? */
-static int unserved_aes(const char *names, const OSSL_ALGORITHM *const served[], size_t nserved)
+/* Is any name of names an AES cipher's (AES...), and none of them served by the table served? */
+static int unserved_aes(const char *names, const OSSL_ALGORITHM *served)
 {
     int aes = 0;
 
@@ -87,10 +87,9 @@ static int unserved_aes(const char *names, const OSSL_ALGORITHM *const served[],
         size_t n = strchr(s, ':') != NULL ? (size_t)(strchr(s, ':') - s) : strlen(s);
 
         aes |= strncasecmp(s, "AES", 3) == 0;
-        for (size_t t = 0; t < nserved; t++)
-            for (const OSSL_ALGORITHM *a = served[t]; a->algorithm_names != NULL; a++)
-                if (names_have(a->algorithm_names, s, n))
-                    return 0;
+        for (const OSSL_ALGORITHM *a = served; a->algorithm_names != NULL; a++)
+            if (names_have(a->algorithm_names, s, n))
+                return 0;
     }
     return aes;
 }
@@ -145,7 +144,7 @@ static int table_make(size_t i, const OSSL_DISPATCH *d)
     return targets[i].newctx != NULL;
 }
 
-int acc_cipher_delegates(const OSSL_ALGORITHM *const served[], size_t nserved, const OSSL_ALGORITHM **out)
+int acc_cipher_delegates(const OSSL_ALGORITHM *served, const OSSL_ALGORITHM **out)
 {
     OSSL_LIB_CTX *lib;
     OSSL_PROVIDER *def;
@@ -165,7 +164,7 @@ int acc_cipher_delegates(const OSSL_ALGORITHM *const served[], size_t nserved, c
     /* The names, descriptions and dispatch tables are the built-in default provider's static data in
      * libcrypto, which outlives this module: pointers to them are kept past the unquery. */
     for (const OSSL_ALGORITHM *a = algs; a != NULL && a->algorithm_names != NULL; a++) {
-        if (!unserved_aes(a->algorithm_names, served, nserved))
+        if (!unserved_aes(a->algorithm_names, served))
             continue;
         if (n == SLOTS) {
             /* never silently: the test asking every default AES name with an accelaes key fails too */

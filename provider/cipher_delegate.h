@@ -10,9 +10,9 @@
 #define ACC_DELEGATE_MAX 128
 
 /* Sets *out to the delegates (NULL-ended) of every AES cipher of the default provider none of whose
- * names is in the nserved tables of served, and returns how many: 0 where the running libcrypto has no
+ * names is in the table served (NULL-ended), and returns how many: 0 where the running libcrypto has no
  * EVP_SKEY (before 3.5), -1 where the default provider could not be had (an allocation failed: call
- * again later). Not thread-safe: prov.c calls it under its lock until it succeeds, then never again. */
-int acc_cipher_delegates(const OSSL_ALGORITHM *const served[], size_t nserved, const OSSL_ALGORITHM **out);
+ * again later). Not thread-safe: ciphers.c calls it under its lock until it succeeds, then never again. */
+int acc_cipher_delegates(const OSSL_ALGORITHM *served, const OSSL_ALGORITHM **out);
 
 #endif

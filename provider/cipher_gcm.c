@@ -429,33 +429,13 @@ static int gcm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
     {                                                                                           \
         return acc_cipher_get_params(params, &aes##kbits##gcm_kind);                            \
     }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##gcm_functions[] = {                                  \
+    const OSSL_DISPATCH acc_aes##kbits##gcm_functions[] = {                                     \
         ACC_GCM_ENTRIES(kbits), { 0, NULL }                                                     \
     };                                                                                          \
-    static const OSSL_DISPATCH aes##kbits##gcm_pipe_functions[] = {                             \
+    const OSSL_DISPATCH acc_aes##kbits##gcm_functions_35[] = {                                  \
         ACC_GCM_ENTRIES(kbits), ACC_GCM_PIPE_ENTRIES, { 0, NULL }                               \
     }
 
 ACC_GCM_FUNCTIONS(128);
 ACC_GCM_FUNCTIONS(192);
 ACC_GCM_FUNCTIONS(256);
-
-static const OSSL_ALGORITHM gcm_algorithms[] = {
-    { ACC_NAMES_AES_256_GCM, ACC_PROPS, aes256gcm_functions, NULL },
-    { ACC_NAMES_AES_192_GCM, ACC_PROPS, aes192gcm_functions, NULL },
-    { ACC_NAMES_AES_128_GCM, ACC_PROPS, aes128gcm_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};
-
-static const OSSL_ALGORITHM gcm_pipe_algorithms[] = {
-    { ACC_NAMES_AES_256_GCM, ACC_PROPS, aes256gcm_pipe_functions, NULL },
-    { ACC_NAMES_AES_192_GCM, ACC_PROPS, aes192gcm_pipe_functions, NULL },
-    { ACC_NAMES_AES_128_GCM, ACC_PROPS, aes128gcm_pipe_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};
-
-/* Decided by the libcrypto that loaded the module, not by the headers it was built with. */
-const OSSL_ALGORITHM *acc_gcm_algorithms(void)
-{
-    return OpenSSL_version_num() >= 0x30500000UL ? gcm_pipe_algorithms : gcm_algorithms;
-}

@@ -20,7 +20,8 @@
 enum { ACC_GCM_IV_UNSET, ACC_GCM_IV_BUFFERED, ACC_GCM_IV_COPIED, ACC_GCM_IV_FINISHED };
 
 /* OpenSSL 3.5's pipeline API (provider/cipher_gcm_pipe.c), named here so that the module builds on
- * 3.0's headers; offered only where the running libcrypto has it (acc_gcm_algorithms). */
+ * 3.0's headers; offered only where the running libcrypto has it (acc_aes*gcm_functions_35, chosen
+ * at run time by provider/ciphers.c). */
 #ifndef OSSL_FUNC_CIPHER_PIPELINE_ENCRYPT_INIT
 #define OSSL_FUNC_CIPHER_PIPELINE_ENCRYPT_INIT 15
 #define OSSL_FUNC_CIPHER_PIPELINE_DECRYPT_INIT 16

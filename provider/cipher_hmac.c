@@ -10,6 +10,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/params.h>
+#include "provider/algs.h"
 #include "provider/batch.h"
 #include "provider/cipher_hmac.h"
 #include "provider/compat.h"
@@ -341,29 +342,12 @@ static int hmac_oneshot(void *vctx, unsigned char *out, size_t *outl, size_t out
           .set_ctx_params = hmac_set_ctx_params },                                               \
         &acc_hmac_##sha                                                                          \
     };                                                                                          \
-    static OSSL_FUNC_cipher_newctx_fn aes##kbits##_##sha##_newctx;                              \
-    static void *aes##kbits##_##sha##_newctx(void *provctx)                                     \
-    {                                                                                           \
-        return acc_cipher_newctx(provctx, &aes##kbits##_##sha##_kind.base);                     \
-    }                                                                                           \
-    static OSSL_FUNC_cipher_get_params_fn aes##kbits##_##sha##_get_params;                      \
-    static int aes##kbits##_##sha##_get_params(OSSL_PARAM params[])                             \
-    {                                                                                           \
-        return acc_cipher_get_params(params, &aes##kbits##_##sha##_kind.base);                  \
-    }                                                                                           \
-    static const OSSL_DISPATCH aes##kbits##cbc_hmac_##sha##_functions[] = {                     \
-        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##_##sha##_newctx },               \
-        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                       \
-        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                         \
-        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))acc_cipher_einit },                    \
-        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))acc_cipher_dinit },                    \
-        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_einit },          \
-        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))acc_cipher_skey_dinit },          \
+    ACC_KIND_FUNCTIONS(aes##kbits##_##sha, &aes##kbits##_##sha##_kind.base)                     \
+    const OSSL_DISPATCH acc_aes##kbits##cbc_hmac_##sha##_functions[] = {                        \
+        ACC_CORE_ENTRIES(aes##kbits##_##sha),                                                   \
         { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))hmac_update },                               \
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))hmac_final },                                 \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))hmac_oneshot },                              \
-        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##_##sha##_get_params },       \
-        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },       \
         { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))hmac_get_ctx_params },               \
         { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))hmac_set_ctx_params },               \
         { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))hmac_gettable_ctx_params },     \
@@ -375,12 +359,3 @@ ACC_HMAC_FUNCTIONS(128, sha1);
 ACC_HMAC_FUNCTIONS(256, sha1);
 ACC_HMAC_FUNCTIONS(128, sha256);
 ACC_HMAC_FUNCTIONS(256, sha256);
-
-/* The names as the default provider spells them (it gives them no aliases or OIDs). */
-const OSSL_ALGORITHM acc_hmac_cipher_algorithms[] = {
-    { "AES-128-CBC-HMAC-SHA1", ACC_PROPS, aes128cbc_hmac_sha1_functions, NULL },
-    { "AES-256-CBC-HMAC-SHA1", ACC_PROPS, aes256cbc_hmac_sha1_functions, NULL },
-    { "AES-128-CBC-HMAC-SHA256", ACC_PROPS, aes128cbc_hmac_sha256_functions, NULL },
-    { "AES-256-CBC-HMAC-SHA256", ACC_PROPS, aes256cbc_hmac_sha256_functions, NULL },
-    { NULL, NULL, NULL, NULL }
-};

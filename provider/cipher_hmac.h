@@ -9,9 +9,6 @@
 #include <openssl/sha.h>
 #include "provider/cipher_ctx.h"
 
-/* offered to prov.c's cipher query next to acc_cipher_algorithms */
-extern const OSSL_ALGORITHM acc_hmac_cipher_algorithms[];
-
 #define ACC_HMAC_AAD_LEN 13             /* EVP_AEAD_TLS1_AAD_LEN: seq(8) type(1) version(2) length(2) */
 #define ACC_HMAC_NO_PAYLOAD ((size_t)-1) /* no AAD pending: the next call is plain AES-CBC */
 

@@ -275,7 +275,7 @@ static int xts_final(void *vctx, unsigned char *out, size_t *outl, size_t outsiz
     {                                                                                             \
         return acc_cipher_get_params(params, &aes##kbits##xts_kind);                              \
     }                                                                                             \
-    static const OSSL_DISPATCH aes##kbits##xts_functions[] = {                                    \
+    const OSSL_DISPATCH acc_aes##kbits##xts_functions[] = {                                       \
         { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##xts_newctx },                      \
         { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))xts_einit },                             \
         { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))xts_dinit },                             \
@@ -297,7 +297,3 @@ static int xts_final(void *vctx, unsigned char *out, size_t *outl, size_t outsiz
 
 ACC_XTS_FUNCTIONS(256);
 ACC_XTS_FUNCTIONS(128);
-
-const OSSL_ALGORITHM acc_xts_cipher_algorithms[] = { { ACC_NAMES_AES_256_XTS, ACC_PROPS, aes256xts_functions, NULL },
-                                                     { ACC_NAMES_AES_128_XTS, ACC_PROPS, aes128xts_functions, NULL },
-                                                     { NULL, NULL, NULL, NULL } };

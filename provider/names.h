@@ -1,5 +1,5 @@
 /* provider/names.h: algorithm names, aliases and OIDs exactly as OpenSSL's default provider
- * spells them, shared by every dispatch table. */
+ * spells them, for the one cipher table (provider/ciphers.c) and every other algorithm table. */
 #ifndef ACCELAES_NAMES_H
 #define ACCELAES_NAMES_H
 
@@ -20,6 +20,11 @@
 #define ACC_NAMES_AES_256_CCM "AES-256-CCM:id-aes256-CCM:2.16.840.1.101.3.4.1.47"
 #define ACC_NAMES_AES_128_XTS "AES-128-XTS:1.3.111.2.1619.0.1.1"
 #define ACC_NAMES_AES_256_XTS "AES-256-XTS:1.3.111.2.1619.0.1.2"
+/* The stitched TLS ciphers: the default gives them no aliases or OIDs. */
+#define ACC_NAMES_AES_128_CBC_HMAC_SHA1 "AES-128-CBC-HMAC-SHA1"
+#define ACC_NAMES_AES_256_CBC_HMAC_SHA1 "AES-256-CBC-HMAC-SHA1"
+#define ACC_NAMES_AES_128_CBC_HMAC_SHA256 "AES-128-CBC-HMAC-SHA256"
+#define ACC_NAMES_AES_256_CBC_HMAC_SHA256 "AES-256-CBC-HMAC-SHA256"
 
 /* The opaque AES key management (3.5+), as the default names it */
 #define ACC_NAMES_AES_SKEY "AES:2.16.840.1.101.3.4.1"

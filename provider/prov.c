@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -13,8 +12,6 @@
 #include <openssl/provider.h>
 #include "accel/mb.h"
 #include "provider/algs.h"
-#include "provider/cipher_delegate.h"
-#include "provider/cipher_hmac.h"
 #include "provider/skey.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
@@ -34,13 +31,7 @@ static OSSL_FUNC_core_vset_error_fn *c_vset_error;
 /* The texts of accelaes's own reasons. A code made with ACC_PROV_R is ERR_LIB_PROV's, and its text
  * is libcrypto's: it never reaches this table. */
 static const OSSL_ITEM reason_strings[] = {
-    { ACC_R_BAD_KEY_LENGTH, "invalid key length" },
-    { ACC_R_BAD_IV_LENGTH, "invalid iv length" },
-    { ACC_R_NO_KEY_SET, "no key set" },
-    { ACC_R_NO_IV_SET, "no iv set" },
     { ACC_R_WRONG_FINAL_BLOCK_LENGTH, "wrong final block length" },
-    { ACC_R_BAD_DECRYPT, "bad decrypt" },
-    { ACC_R_OUTPUT_BUFFER_TOO_SMALL, "output buffer too small" },
     { ACC_R_INVALID_PARAMETER, "invalid parameter" },
     { ACC_R_INVALID_SETTING, "invalid accelaes setting" },
     { ACC_R_TLS_RECORD, "invalid tls record" },
@@ -308,60 +299,6 @@ static int prov_get_params(void *vprov, OSSL_PARAM params[])
     return 1;
 }
 
-/* The nine block-mode ciphers, the three GCM and two XTS ones and the stitched TLS ones (served), then
- * on 3.5+ the delegates of the default's other AES ciphers (provider/cipher_delegate.c), as one table.
- * Static, so that no allocation can fail: room for every served entry (checked) and every delegate. */
-#define MAX_SERVED 32
-static OSSL_ALGORITHM served_ciphers[MAX_SERVED + 1];
-static OSSL_ALGORITHM all_ciphers[MAX_SERVED + ACC_DELEGATE_MAX + 1];
-static size_t nserved;
-static int all_ready;   /* atomic: all_ciphers is complete and fixed */
-static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
-/* held while the delegates are made (a provider load): reset in a child, which makes them again */
-ACC_FORK_SAFE(&all_lock, 1, "cipher table", ACC_RANK_CIPHERS, ACC_FORK_RESET);
-/* GCM's table depends on the running libcrypto (the pipeline functions from 3.5): filled in served_init */
-static const OSSL_ALGORITHM *served_tables[] = { acc_cipher_algorithms, NULL, acc_xts_cipher_algorithms,
-                                                 acc_hmac_cipher_algorithms, acc_ccm_cipher_algorithms };
-#define NSERVED_TABLES (sizeof(served_tables) / sizeof(served_tables[0]))
-
-static void served_init(void)
-{
-    served_tables[1] = acc_gcm_algorithms();
-    for (size_t t = 0; t < NSERVED_TABLES; t++)
-        for (const OSSL_ALGORITHM *a = served_tables[t]; a->algorithm_names != NULL; a++) {
-            if (nserved == MAX_SERVED) {   /* a table grew past the room made here: say so, never drop quietly */
-                fprintf(stderr, "accelaes: more than %d served ciphers; %s not offered\n", MAX_SERVED,
-                        a->algorithm_names);
-                continue;
-            }
-            served_ciphers[nserved++] = *a;
-        }
-}
-
-/* The cipher table. Where the delegates could not be made yet (the private default provider failed to
- * load: an allocation), the served ones alone, uncached, and the next query tries again. */
-static const OSSL_ALGORITHM *cipher_query(int *no_cache)
-{
-    const OSSL_ALGORITHM *delegates;
-    int ndel;
-
-    if (__atomic_load_n(&all_ready, __ATOMIC_ACQUIRE))
-        return all_ciphers;
-    pthread_mutex_lock(&all_lock);
-    if (nserved == 0)
-        served_init();
-    if (!all_ready && (ndel = acc_cipher_delegates(served_tables, NSERVED_TABLES, &delegates)) >= 0) {
-        memcpy(all_ciphers, served_ciphers, nserved * sizeof(*all_ciphers));
-        memcpy(all_ciphers + nserved, delegates, (size_t)ndel * sizeof(*all_ciphers));
-        __atomic_store_n(&all_ready, 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&all_lock);
-    if (__atomic_load_n(&all_ready, __ATOMIC_ACQUIRE))
-        return all_ciphers;
-    *no_cache = 1;
-    return served_ciphers;
-}
-
 /* OSSL_PROVIDER_do_all callback: does a provider other than this load offer any RAND? */
 static int other_rand_cb(OSSL_PROVIDER *p, void *arg)
 {
@@ -398,7 +335,7 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
     *no_cache = 0;
     switch (operation_id) {
     case OSSL_OP_CIPHER:
-        return cipher_query(no_cache);
+        return acc_cipher_query(no_cache);   /* provider/ciphers.c */
     case OSSL_OP_RAND:
         return rand_query(vprov, no_cache);
     case OSSL_OP_SKEYMGMT:

@@ -128,7 +128,7 @@ void acc_cu_after_error(acc_cu_slot *sl);
 /* The process's host team, started on first use; NULL where the caller works alone. */
 acc_ht *acc_cu_team(void);
 
-/* The staging buffers of a slot, allocated on its first staged chunk (pinned memory is spent only
+/* slots.cu: the staging buffers of a slot, allocated on its first staged chunk (pinned memory is spent only
  * where the staged path runs). 0 or -1 (error recorded). */
 int acc_cu_staging(acc_cu_slot *sl);
 /* Cache mode: the process's registration cache, started on first use; NULL: register per request. */
@@ -148,9 +148,12 @@ void acc_cu_wipe_keys(acc_cu_slot *sl, size_t n);
 size_t acc_cu_group_chunk(size_t total);
 int acc_cu_fail_after_hit(void);
 
-/* The slot's streams and buffers, made on its first run (sl->lock held): a process that uses one slot
+/* slots.cu: the slot's streams and buffers, made on its first run (sl->lock held): a process that uses one slot
  * holds one slot's device memory, not every slot's. 0, or -1 with the error recorded. */
 int acc_cu_slot_make(acc_cu_slot *sl);
+/* slots.cu: stop the team, undo every registration, wipe and free every slot and the tables (no run
+ * in progress; init_lock held). */
+void acc_cu_release_all(void);
 
 /* Wait, sleeping, for everything queued so far on bf's stream; CUDA's error if any. */
 cudaError_t acc_cu_sync(acc_cu_buf *bf);
