@@ -88,6 +88,32 @@ def machine_wide_lock(request, tmp_path_factory):
             fcntl.flock(gate, fcntl.LOCK_UN)
 
 
+# The `engine` fixture: a test that asks for it runs on every engine and path this machine has (tests/engines.py).
+from engines import engine  # noqa: E402,F401  (a fixture: registered by being in this module)
+import engines as _engines  # noqa: E402
+
+
+def pytest_generate_tests(metafunc):
+    _engines.generate(metafunc)
+
+
+def pytest_collection_modifyitems(config, items):
+    drop, keep = _engines.select(items)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """An item on another engine than this process's reports that engine's child run (tests/engines.py)."""
+    return _engines.outcome(pyfuncitem, SEED)
+
+
+def pytest_runtest_logreport(report):
+    _engines.report(report)
+
+
 def pytest_report_header(config):
     mods = "unset (installed package)" if INSTALLED else os.environ["OPENSSL_MODULES"]
     return (f"accelaes: provider under test={PROVIDER}, OPENSSL_MODULES={mods}, "
