@@ -200,7 +200,7 @@ def cuda_not_built(path):
 def cuda_mock_plugin(tmp_path_factory):
     """The CUDA plugin's real host code (every accel/cuda/*.cu but kernels.cu) built by g++ against the CPU
     emulation of the CUDA runtime and kernels (tests/cuda_mock/): a .so that stands in for build/accelaes-cuda.so
-    where no GPU is (tests/test_cuda_host_pipeline.py, tests/test_gpu_bench_harness.py). Built once per session."""
+    where no GPU is (tests/unit/test_cuda_host_pipeline.py, tests/unit/test_gpu_bench_harness.py). Built once per session."""
     cxx = shutil.which("g++")
     if not cxx:
         pytest.skip("g++ not found: the CUDA plugin cannot be built against the CPU emulation")
