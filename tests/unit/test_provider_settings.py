@@ -4,7 +4,6 @@ setting, never a crash), and the nested-EVP engine that CPUs without AES-NI use.
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -126,19 +125,14 @@ def test_env_overrides_conf(require_provider, openssl_env, tmp_path):
     assert "setting 'backend'" in r.stderr
 
 
-def test_nested_evp_engine_conformance(require_provider, openssl_env):
-    """CPUs without AES-NI use nested EVP calls into a private library context: run the vector and
-    differential suites with that engine forced, in a child pytest."""
+def test_nested_evp_engine_is_chosen(require_provider, openssl_env):
+    """CPUs without AES-NI use nested EVP calls into a private library context: ACCELAES_FORCE_EVP_ENGINE=1 picks
+    it (the conformance tests run on it through the `engine` fixture, tests/engines.py: engine "evp")."""
     e = dict(openssl_env)
     e["ACCELAES_FORCE_EVP_ENGINE"] = "1"
     r = subprocess.run(["openssl", "list", "-providers", "-verbose", "-provider", "accelaes"],
                        capture_output=True, text=True, env=e, timeout=60)
     assert "engine evp" in r.stdout, r.stdout
-    tests = [str(REPO / "tests" / t) for t in ("test_vectors.py", "test_differential.py", "test_ctr_carry.py")]
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
-                       capture_output=True, text=True, env=e, timeout=600, cwd=str(REPO))
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert " passed" in r.stdout and " skipped" not in r.stdout.splitlines()[-1]
 
 
 @pytest.mark.parametrize("body", ["backend = quantum\n", "workers = many\n"])
