@@ -105,9 +105,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """An item on another engine than this process's reports that engine's child run (tests/engines.py)."""
-    return _engines.outcome(pyfuncitem, SEED)
+def pytest_runtest_protocol(item, nextitem):
+    """An item on another engine than this process's: no fixtures here, its outcome is that engine's child
+    run's (tests/engines.py)."""
+    if not _engines.elsewhere(item):
+        return None
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for when in ("setup", "call", "teardown"):
+        call = pytest.CallInfo.from_call(lambda: _engines.outcome(item, SEED) if when == "call" else None, when=when)
+        item.ihook.pytest_runtest_logreport(report=item.ihook.pytest_runtest_makereport(item=item, call=call))
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
 
 
 def pytest_runtest_logreport(report):

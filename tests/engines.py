@@ -54,6 +54,7 @@ if THIS not in ENGINES:
 os.environ.update(ENGINES[THIS][0])
 
 _missing = {}
+MARK = "tests/engines.py"  # the first of the `engine` parameter's pairs, told apart from a test's own "engine"
 
 
 def _gcm_engines():
@@ -140,7 +141,17 @@ def generate(metafunc):
     if any("engine" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
         return
     names = [THIS] if REPORT else engines_here()
-    metafunc.parametrize("engine", names, indirect=True, scope="session")
+    only = getattr(metafunc.module, "ENGINES_ONLY", None)  # a file whose tests only some engines run differently
+    if only and not REPORT:
+        names = [n for n in names if n == THIS or re.search(only, n)]
+    metafunc.parametrize("engine", [(MARK, n) for n in names], ids=names, indirect=True, scope="session")
+
+
+def _param(item):
+    """The engine name `item` is parametrised with by this module (not a test's own "engine" parameter)."""
+    cs = getattr(item, "callspec", None)
+    p = cs.params.get("engine") if cs is not None else None
+    return p[1] if isinstance(p, tuple) and len(p) == 2 and p[0] == MARK else None
 
 
 def select(items):
@@ -149,8 +160,7 @@ def select(items):
     every item not on the child's engine (the rest ran in the parent)."""
     keep, drop = [], []
     for item in items:
-        cs = getattr(item, "callspec", None)
-        name = cs.params.get("engine") if cs is not None else None
+        name = _param(item)
         if REPORT:
             on = name == THIS and concerns(THIS, item.nodeid)
         else:
@@ -194,12 +204,15 @@ def _child(path, name, seed):
     return _children[key]
 
 
+def elsewhere(item):
+    """The engine of `item` when that is not this process's, else None."""
+    name = _param(item)
+    return None if name is None or name == THIS else name
+
+
 def outcome(item, seed):
-    """pytest_pyfunc_call for an item on another engine: its outcome in that engine's child; True when done."""
-    cs = getattr(item, "callspec", None)
-    name = cs.params.get("engine") if cs is not None else None
-    if name is None or name == THIS:
-        return None
+    """An item on another engine: raises its outcome in that engine's child (skip, failure), or returns."""
+    name = elsewhere(item)
     results, tail = _child(item.path, name, seed)
     tid = item.nodeid.split("::", 1)[1]
     if tid not in results:
@@ -209,7 +222,6 @@ def outcome(item, seed):
         pytest.skip(f"on {name}: {text}")
     if state != "passed":
         pytest.fail(f"on engine {name} ({ENGINES[name][2]}; ACCELAES_TEST_ENGINE={name}):\n{text}", pytrace=False)
-    return True
 
 
 class Engine:
@@ -226,4 +238,4 @@ class Engine:
 @pytest.fixture(scope="session")
 def engine(request):
     """The engine the test runs on (see the module's docstring)."""
-    return Engine(request.param)
+    return Engine(request.param[1])

@@ -9,6 +9,9 @@ import pytest
 import evp
 from conftest import PROVIDER
 
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
+
 KINDS = ["GFSbox", "KeySbox", "VarKey", "VarTxt", "MMT"]
 
 

@@ -10,6 +10,9 @@ import pytest
 import evp
 from conftest import PROVIDER, SEED
 
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
+
 BOUNDARIES = [32, 64, 96, 128]
 SPLITS = {
     "partials": [5, 17, 3, 40, 1, 15, 16, 100, 2, 31],

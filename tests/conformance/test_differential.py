@@ -11,6 +11,9 @@ import pytest
 import evp
 from conftest import PROVIDER, SEED
 
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
+
 MIB = 1 << 20
 TRIALS = 20
 

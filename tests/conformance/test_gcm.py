@@ -9,14 +9,15 @@ import importlib.resources
 import json
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 import evp
-from conftest import PROVIDER
 from gcm_driver import Gcm
+
+# every engine and path this machine has (tests/engines.py); ENGINES_ONLY: the ones that run GCM differently
+pytestmark = pytest.mark.usefixtures("engine")
+ENGINES_ONLY = r"^(gcm-|evp$|split$)"
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GCM = [f"AES-{b}-GCM" for b in (128, 192, 256)]
@@ -356,27 +357,6 @@ def test_tls12_misuse_like_default(pair):
         return out
 
     assert script(p.test) == script(p.ref)
-
-
-# ---------------------------------------------------------------- the fallback engine
-
-def test_fallback_engine_differential(openssl_env, require_provider):
-    """The same streams and vectors with ACCELAES_FORCE_EVP_ENGINE=1 (nested EVP into the default)."""
-    if PROVIDER != "accelaes":
-        pytest.skip("the engine switch is accelaes's")
-    env = dict(openssl_env, ACCELAES_FORCE_EVP_ENGINE="1")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", os.path.abspath(__file__),
-           "-k", "random_streams or wrong_tag or tls12 or wycheproof", "-o", "addopts="]
-    proc = subprocess.run(cmd, env=dict(env, ACCELAES_GCM_CHILD="1"), cwd=HERE, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout and " failed" not in proc.stdout, proc.stdout[-2000:]
-
-
-@pytest.fixture(autouse=True)
-def _no_recursion(request):
-    if os.environ.get("ACCELAES_GCM_CHILD") == "1" and request.node.name.startswith("test_fallback"):
-        pytest.skip("already the fallback run")
 
 
 def test_rekey_same_context(pair):

@@ -5,18 +5,17 @@ tag that is the bare GHASH. A misuse, but "transparent" means the same bytes: ev
 (outputs, return values, tags, errors) must be the default's, encrypting and decrypting, on the
 ipsec-mb engine and, in a child, on the nested-EVP fallback (ACCELAES_FORCE_EVP_ENGINE=1)."""
 
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 import evp
-from conftest import PROVIDER
 from gcm_driver import Gcm
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# every engine and path this machine has (tests/engines.py); ENGINES_ONLY: the ones that run GCM differently
+pytestmark = pytest.mark.usefixtures("engine")
+ENGINES_ONLY = r"^(gcm-|evp$|split$)"
+
 RNG = random.Random(18)
 K1, K2 = RNG.randbytes(32), RNG.randbytes(32)
 IV = RNG.randbytes(12)
@@ -87,20 +86,6 @@ def test_rekey_mid_message_like_default(pair, bits, name, ops):
     ref_dec = transcript(p.ref, bits, ops, 0, feed, tag)
     assert mine == ref_dec, f"decrypt {name}: accelaes {mine!r} / default {ref_dec!r}"
     assert ref_dec[-2] == (1, 0), f"decrypt {name}: the default refused its own tag: {ref_dec!r}"
-
-
-def test_rekey_mid_message_fallback_engine(openssl_env, require_provider):
-    """The same transcripts on the nested-EVP engine (a child with ACCELAES_FORCE_EVP_ENGINE=1)."""
-    if PROVIDER != "accelaes":
-        pytest.skip("the engine switch is accelaes's")
-    if os.environ.get("ACCELAES_FORCE_EVP_ENGINE") == "1":
-        pytest.skip("already the fallback run")
-    env = dict(openssl_env, ACCELAES_FORCE_EVP_ENGINE="1")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", os.path.abspath(__file__),
-           "-k", "like_default", "-o", "addopts="]
-    proc = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout and " failed" not in proc.stdout, proc.stdout[-2000:]
 
 
 def switched(cipher, bits, first, data, tag=None, copy=False):

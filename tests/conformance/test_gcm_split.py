@@ -16,7 +16,9 @@ import pytest
 import evp
 from conftest import MODULES, SEED, lanes_missing, private_segment, run_c_test
 
-pytestmark = pytest.mark.usefixtures("require_provider")
+# every engine and path this machine has (tests/engines.py); ENGINES_ONLY: the ones that run GCM differently
+pytestmark = pytest.mark.usefixtures("require_provider", "engine")
+ENGINES_ONLY = r"^gcm-"
 
 WORKLOAD = '''
 import random

@@ -7,6 +7,9 @@ import pytest
 
 import evp
 
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
+
 K1, K2 = bytes(range(64)), bytes(range(150, 214))     # XTS takes 64 bytes, with distinct halves
 IV1, IV2 = bytes(range(16)), bytes(range(16, 32))
 DATA = bytes(range(7, 7 + 45))

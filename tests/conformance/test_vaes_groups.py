@@ -2,7 +2,7 @@
 block when the counter's last byte cannot overflow within a group of registers, and byte-reversed 64-bit
 lanes otherwise (accel/cpu/vaes.c z_ctr_blocks). Every starting value of the last byte near and across the
 switch, every group size (1..8 registers, whole and partial) and a few longer requests, in one call each,
-against the default provider. test_engines.py runs this file on the xmm and nested-EVP engines too."""
+against the default provider, on every engine and path this machine has (the `engine` fixture, tests/engines.py)."""
 
 import random
 
@@ -10,6 +10,9 @@ import pytest
 
 import evp
 from conftest import PROVIDER, SEED
+
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
 
 LOW_BYTES = [0, 1, 2, 3, 4, 5, 15, 16, 31, 32, 100, 127, 128, 191, 192, 200, 220, 221, 222, 223, 224, 225,
              226, 228, 231, 232, 240, 248, 250, 251, 252, 253, 254, 255]

@@ -10,6 +10,9 @@ import pytest
 import evp
 from conftest import PROVIDER
 
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
+
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "evpciph_aes_common.txt"
 WANTED = re.compile(r"^aes-(128|192|256)-(ecb|cbc|ctr)$", re.I)
 

@@ -10,6 +10,9 @@ import pytest
 import evp
 from conftest import PROVIDER
 
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
+
 DATA = json.loads((Path(__file__).resolve().parent.parent / "vectors" /
                    "wycheproof_aes_cbc_pkcs5_test.json").read_text())
 CASES = [(g["keySize"], t) for g in DATA["testGroups"] for t in g["tests"]]

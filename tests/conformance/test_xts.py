@@ -2,7 +2,7 @@
 registration (names, OIDs, parameters, flags), Wycheproof and NIST CAVP (XTSGenAES) vectors, every
 data-unit length 16..600 and some large ones both ways, in place and not, and the refusals (the
 duplicate-key check, short and too-large units, no key, no IV) with the default's error queue.
-tests/conformance/test_engines.py runs this file again with the xmm engine and the nested-EVP engine."""
+It runs on every engine and path this machine has (the `engine` fixture, tests/engines.py)."""
 
 import os
 import random
@@ -13,6 +13,9 @@ import pytest
 import errcmp
 import evp
 from conftest import PROVIDER
+
+# every engine and path this machine has (tests/engines.py)
+pytestmark = pytest.mark.usefixtures("engine")
 
 NAMES = ["AES-128-XTS", "AES-256-XTS"]
 HERE = Path(__file__).resolve().parent.parent

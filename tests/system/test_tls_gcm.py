@@ -39,6 +39,9 @@ IDS = [s[2] for s in SUITES]
 pytestmark = pytest.mark.skipif(
     not tls.MODULE.exists() or not tls.STAT.exists() or shutil.which("openssl") is None,
     reason=f"openssl, {tls.MODULE} or {tls.STAT} missing: install openssl, run make (or install the package)")
+# and on every GCM engine this machine has (tests/engines.py)
+pytestmark = [pytestmark, pytest.mark.usefixtures("engine")]
+ENGINES_ONLY = r"^gcm-"
 
 
 def args_of(proto, opt, suite):
