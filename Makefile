@@ -143,26 +143,33 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(CUDA_SRC) -Xlinker --version-script=accel/cuda/plugin.map
 
-# `make check`: the plain suite alone: every test in tests/ on $(BUILD), no sanitizer pass, no fuzzing run,
-# no compat or package run. Most tests wait on child processes, so CHECK_JOBS pytest-xdist workers (more than
-# the cores) pay; each takes a whole test file at a time, whose tests share module fixtures (servers, the fuzz
-# corpus replay's build). Tests marked machine_wide run alone (tests/conftest.py). Without xdist: one process.
+# The pytest suite in tiers (tests/README.md): tests/unit (one component, its C test, the tools), tests/conformance
+# (the same bytes and errors as the default provider, on every engine and path this machine has: the `engine`
+# fixture, tests/engines.py) and tests/system (TLS, real programs and servers, process models, the package).
+# `make test-unit`, `make test-conformance`, `make test-system`: one tier each; `make check`: the fast tiers, unit
+# and conformance (under 4 minutes on 2 cores); `make test`: all three, then the sanitizer and fuzzing runs.
+# Most tests wait on child processes, so CHECK_JOBS pytest-xdist workers (more than the cores) pay; each takes a
+# whole test file at a time, whose tests share module fixtures (servers, the fuzz corpus replay's build). Tests
+# marked machine_wide run alone (tests/conftest.py). Without xdist, or CHECK_JOBS=0: one process.
 CHECK_JOBS ?= 4
-PYTEST_PLAIN = if [ "$(CHECK_JOBS)" = 0 ]; then par=""; \
+CHECK_TIERS ?= unit conformance
+PYTEST_TIERS = if [ "$(CHECK_JOBS)" = 0 ]; then par=""; \
   elif $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_JOBS) --dist loadfile"; \
   else par=""; echo "note: pytest-xdist not installed: the suite runs in one process (make test-deps)" >&2; fi; \
-  echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/"; \
-  ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/
-.PHONY: check
+  echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par $(1)"; \
+  ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par $(1)
+.PHONY: check test-unit test-conformance test-system
 check: all test-deps
-	@$(PYTEST_PLAIN)
+	@$(call PYTEST_TIERS,$(CHECK_TIERS:%=tests/%))
+test-unit test-conformance test-system: all test-deps
+	@$(call PYTEST_TIERS,tests/$(@:test-%=%))
 
-# `make test`: the plain suite (as make check runs it, but in one process: the timing-bound tests then
+# `make test`: every tier (as make check runs its two, but in one process: the timing-bound tests then
 # never share the two cores with other tests, which is what CI wants), then the same C and pytest suites
 # on an AddressSanitizer+UBSan build, then the committed fuzz corpus and a bounded differential fuzzing
 # run (CI runs exactly this).
 test: all test-deps
-	@$(MAKE) --no-print-directory check CHECK_JOBS=0
+	@$(MAKE) --no-print-directory check CHECK_JOBS=0 CHECK_TIERS="unit conformance system"
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz-smoke
 
@@ -200,8 +207,9 @@ test-release:
 # `make test-release-cross RELEASE=trixie`: the module built on this machine's OpenSSL (without lanes, whose
 # library's soname differs between releases) loaded by RELEASE's libcrypto must answer as RELEASE's default
 # provider: the decisions are taken at run time, not from the headers it was built with.
-CROSS_TESTS ?= tests/conformance/test_error_codes.py tests/conformance/test_params.py tests/conformance/test_gcm.py tests/conformance/test_skey.py \
-  tests/conformance/test_differential.py tests/system/test_tls_stitched.py tests/conformance/test_pipeline.py
+CROSS_TESTS ?= tests/conformance/test_error_codes.py tests/conformance/test_params.py tests/conformance/test_gcm.py \
+  tests/conformance/test_skey.py tests/conformance/test_differential.py tests/system/test_tls_stitched.py \
+  tests/conformance/test_pipeline.py
 .PHONY: test-release-cross
 test-release-cross:
 	$(MAKE) --no-print-directory BUILD=build/cross HAVE_IPSECMB= build-only
@@ -273,8 +281,8 @@ fuzz-smoke: test-deps
 # `make deb`: build/accelaes_VERSION_ARCH.deb (tools/mkdeb.sh: the module in MODULESDIR, the tools in
 # /usr/bin, conf/accelaes.cnf in /usr/share/accelaes, man pages; Depends from dpkg-shlibdeps).
 # `make test-deb` (root; changes the machine): installs it, checks it with no OPENSSL_MODULES, removes
-# it (tests/system/test_deb.py), then installs it again for the real-program and TLS tests (tests/system/test_tls*.py) against the
-# package (ACCELAES_INSTALLED=1) and purges it. CI runs it.
+# it (tests/system/test_deb.py), then installs it again for the real-program and TLS tests
+# (tests/system/test_tls*.py) against the package (ACCELAES_INSTALLED=1) and purges it. CI runs it.
 DEB_BIN := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-files $(BUILD)/accelaes-conf
 ifneq ($(NVCC),)
 ifneq ($(wildcard accel/cuda/*.cu),)

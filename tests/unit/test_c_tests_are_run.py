@@ -38,3 +38,11 @@ def test_guard_fails_for_a_near_miss_name():
     for text in ('run_c_test("test_engine", env)', 'BUILD / "tests" / "test_engine"', "@pytest.mark.parametrize"
                  "('name', ['test_engine', 'test_engine_fail'])"):
         assert orphans(["test_engine"], [text]) == [], f"{text!r} did not count as running test_engine"
+
+
+def test_every_pytest_file_is_in_a_tier():
+    """make check and make test run the tiers (tests/unit, tests/conformance, tests/system): a test file left at
+    tests/ itself would run nowhere but a bare `pytest tests/`."""
+    stray = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert not stray, f"pytest files outside the tiers (move each to tests/unit, conformance or system): {stray}"
+    assert {p.parent.name for p in TESTS.glob("*/test_*.py")} == {"unit", "conformance", "system"}
