@@ -26,6 +26,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent.parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))  # run as a script (each scenario's child), conftest and evp are in tests/
 from conftest import BUILD, cuda_not_built  # noqa: E402 (build/, or ACCELAES_BUILD_DIR)
 FAKE = BUILD / "accelaes-fakegpu.so"
 CUDA = BUILD / "accelaes-cuda.so"
@@ -70,7 +71,6 @@ class Driver:
             self.stats_fn = None
         self.max_live_regs = 0
         self.threads_start = self.threads()
-        sys.path.insert(0, str(HERE))
         import evp
         self.evp = evp
         self.lc = evp.LibCtx(("default",))
