@@ -112,7 +112,10 @@ def pytest_runtest_protocol(item, nextitem):
         return None
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     for when in ("setup", "call", "teardown"):
-        call = pytest.CallInfo.from_call(lambda: _engines.outcome(item, SEED) if when == "call" else None, when=when)
+        # teardown: what the items before it set up and the next one does not need, as pytest's own teardown does
+        call = pytest.CallInfo.from_call(
+            lambda: _engines.outcome(item, SEED) if when == "call" else
+            item.session._setupstate.teardown_exact(nextitem) if when == "teardown" else None, when=when)
         item.ihook.pytest_runtest_logreport(report=item.ihook.pytest_runtest_makereport(item=item, call=call))
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
