@@ -32,7 +32,7 @@ CORE_SRC := $(wildcard provider/*.c accel/cpu/*.c scheduler/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 # The legacy ENGINE API, for the exit tests' engine (tests/fake_engine.c, tests/c/test_exit_engine.c) only:
 # OpenSSL 4.0 removed it (its engine.h is left for source compatibility, with OPENSSL_NO_ENGINE defined and
-# nothing to link). Nothing else uses ENGINE; without it those two are not built and tests/test_exit.py skips.
+# nothing to link). Nothing else uses ENGINE; without it those two are not built and tests/system/test_exit.py skips.
 HAVE_ENGINE := $(shell printf '\043include <openssl/engine.h>\n\043ifdef OPENSSL_NO_ENGINE\n\043error no ENGINE\n\043endif\n' \
   | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 TEST_SRC := $(wildcard tests/c/test_*.c)
@@ -54,7 +54,7 @@ endif
 ifneq ($(wildcard tests/fake_gpu_plugin.c),)
   TARGETS += $(BUILD)/accelaes-fakegpu.so $(BUILD)/tests/fake_gpu_device
 endif
-# build/bench/gpu_bench: the GPU plugin's end-to-end benchmark (bench/gpu_issue16.sh, tests/test_gpu_bench_harness.py).
+# build/bench/gpu_bench: the GPU plugin's end-to-end benchmark (bench/gpu_issue16.sh, tests/unit/test_gpu_bench_harness.py).
 ifneq ($(wildcard bench/gpu_bench.c),)
   TARGETS += $(BUILD)/bench/gpu_bench
 endif
@@ -119,7 +119,7 @@ $(BUILD)/tests/fake_gpu_device: tests/fake_gpu_device.c tests/fake_gpu_device.h 
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS)
 
-# A legacy ENGINE for the exit tests (tests/test_exit.py); the ENGINE API is deprecated in 3.0.
+# A legacy ENGINE for the exit tests (tests/system/test_exit.py); the ENGINE API is deprecated in 3.0.
 $(BUILD)/accelaes-test-engine.so: tests/fake_engine.c
 	$(CC) $(CFLAGS) -fvisibility=default -Wno-deprecated-declarations -shared -o $@ $< -lcrypto
 
@@ -143,26 +143,33 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -shared -o $@ $(CUDA_SRC) -Xlinker --version-script=accel/cuda/plugin.map
 
-# `make check`: the plain suite alone: every test in tests/ on $(BUILD), no sanitizer pass, no fuzzing run,
-# no compat or package run. Most tests wait on child processes, so CHECK_JOBS pytest-xdist workers (more than
-# the cores) pay; each takes a whole test file at a time, whose tests share module fixtures (servers, the fuzz
-# corpus replay's build). Tests marked machine_wide run alone (tests/conftest.py). Without xdist: one process.
+# The pytest suite in tiers (tests/README.md): tests/unit (one component, its C test, the tools), tests/conformance
+# (the same bytes and errors as the default provider, on every engine and path this machine has: the `engine`
+# fixture, tests/engines.py) and tests/system (TLS, real programs and servers, process models, the package).
+# `make test-unit`, `make test-conformance`, `make test-system`: one tier each; `make check`: the fast tiers, unit
+# and conformance (under 4 minutes on 2 cores); `make test`: all three, then the sanitizer and fuzzing runs.
+# Most tests wait on child processes, so CHECK_JOBS pytest-xdist workers (more than the cores) pay; each takes a
+# whole test file at a time, whose tests share module fixtures (servers, the fuzz corpus replay's build). Tests
+# marked machine_wide run alone (tests/conftest.py). Without xdist, or CHECK_JOBS=0: one process.
 CHECK_JOBS ?= 4
-PYTEST_PLAIN = if [ "$(CHECK_JOBS)" = 0 ]; then par=""; \
+CHECK_TIERS ?= unit conformance
+PYTEST_TIERS = if [ "$(CHECK_JOBS)" = 0 ]; then par=""; \
   elif $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_JOBS) --dist loadfile"; \
   else par=""; echo "note: pytest-xdist not installed: the suite runs in one process (make test-deps)" >&2; fi; \
-  echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/"; \
-  ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par tests/
-.PHONY: check
+  echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par $(1)"; \
+  ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par $(1)
+.PHONY: check test-unit test-conformance test-system
 check: all test-deps
-	@$(PYTEST_PLAIN)
+	@$(call PYTEST_TIERS,$(CHECK_TIERS:%=tests/%))
+test-unit test-conformance test-system: all test-deps
+	@$(call PYTEST_TIERS,tests/$(@:test-%=%))
 
-# `make test`: the plain suite (as make check runs it, but in one process: the timing-bound tests then
+# `make test`: every tier (as make check runs its two, but in one process: the timing-bound tests then
 # never share the two cores with other tests, which is what CI wants), then the same C and pytest suites
 # on an AddressSanitizer+UBSan build, then the committed fuzz corpus and a bounded differential fuzzing
 # run (CI runs exactly this).
 test: all test-deps
-	@$(MAKE) --no-print-directory check CHECK_JOBS=0
+	@$(MAKE) --no-print-directory check CHECK_JOBS=0 CHECK_TIERS="unit conformance system"
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz-smoke
 
@@ -200,8 +207,9 @@ test-release:
 # `make test-release-cross RELEASE=trixie`: the module built on this machine's OpenSSL (without lanes, whose
 # library's soname differs between releases) loaded by RELEASE's libcrypto must answer as RELEASE's default
 # provider: the decisions are taken at run time, not from the headers it was built with.
-CROSS_TESTS ?= tests/test_error_codes.py tests/test_params.py tests/test_gcm.py tests/test_skey.py \
-  tests/test_differential.py tests/test_tls_stitched.py tests/test_pipeline.py
+CROSS_TESTS ?= tests/conformance/test_error_codes.py tests/conformance/test_params.py tests/conformance/test_gcm.py \
+  tests/conformance/test_skey.py tests/conformance/test_differential.py tests/system/test_tls_stitched.py \
+  tests/conformance/test_pipeline.py
 .PHONY: test-release-cross
 test-release-cross:
 	$(MAKE) --no-print-directory BUILD=build/cross HAVE_IPSECMB= build-only
@@ -210,14 +218,14 @@ test-release-cross:
 
 # Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
 # build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
-# `make valgrind`: memcheck over a whole provider life, both engines (tests/test_valgrind.py).
+# `make valgrind`: memcheck over a whole provider life, both engines (tests/system/test_valgrind.py).
 .PHONY: test-asan test-tsan valgrind
 test-asan: deps test-deps
 	PYTHON=$(PYTHON) sh tools/sanitize.sh asan
 test-tsan: deps test-deps
 	PYTHON=$(PYTHON) sh tools/sanitize.sh tsan
 valgrind: all test-deps
-	$(PYTHON) -m pytest -q -ra tests/test_valgrind.py
+	$(PYTHON) -m pytest -q -ra tests/system/test_valgrind.py
 
 # make speed and make bench write under $(BUILD)/results and leave the checkout alone; `make bench-publish`
 # copies what is there into bench/results/ on purpose, for a commit (git diff bench/results shows it).
@@ -273,8 +281,8 @@ fuzz-smoke: test-deps
 # `make deb`: build/accelaes_VERSION_ARCH.deb (tools/mkdeb.sh: the module in MODULESDIR, the tools in
 # /usr/bin, conf/accelaes.cnf in /usr/share/accelaes, man pages; Depends from dpkg-shlibdeps).
 # `make test-deb` (root; changes the machine): installs it, checks it with no OPENSSL_MODULES, removes
-# it (tests/test_deb.py), then installs it again for the real-program and TLS tests (tests/test_tls*.py) against the
-# package (ACCELAES_INSTALLED=1) and purges it. CI runs it.
+# it (tests/system/test_deb.py), then installs it again for the real-program and TLS tests
+# (tests/system/test_tls*.py) against the package (ACCELAES_INSTALLED=1) and purges it. CI runs it.
 DEB_BIN := $(BUILD)/accelaes.so $(BUILD)/accelaes-stat $(BUILD)/accelaes-files $(BUILD)/accelaes-conf
 ifneq ($(NVCC),)
 ifneq ($(wildcard accel/cuda/*.cu),)
@@ -287,10 +295,10 @@ deb: deps
 	@$(MAKE) --no-print-directory $(DEB_BIN)
 	sh tools/mkdeb.sh $(BUILD)
 test-deb: deb test-deps
-	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_TEST_INSTALLED_DEB=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/test_deb.py
+	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_TEST_INSTALLED_DEB=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/system/test_deb.py
 	@if dpkg-query -W accelaes >/dev/null 2>&1; then echo "test-deb: accelaes is installed already: not replacing it" >&2; exit 1; fi
 	dpkg -i $(BUILD)/accelaes_*.deb
-	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_INSTALLED=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/test_real_programs.py tests/test_tls*.py; \
+	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_INSTALLED=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/system/test_real_programs.py tests/system/test_tls*.py; \
 	  rc=$$?; dpkg --purge accelaes; exit $$rc
 
 # `make install [PREFIX=/usr/local] [DESTDIR=/staging]`: what the package installs (tools/mkdeb.sh), under PREFIX: the

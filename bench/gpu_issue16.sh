@@ -30,7 +30,7 @@ REQ=${ISSUE16_REQUESTS:-8}
 PROCS=${ISSUE16_PROCS:-1 4 8 16}
 MODES=${ISSUE16_DMA-staged register cache pageable auto}
 ROUNDS=${ISSUE16_ROUNDS:-2}
-TESTS=${ISSUE16_TESTS-tests/test_gpu_plugin.py tests/test_gpu_provider.py}
+TESTS=${ISSUE16_TESTS-tests/unit/test_gpu_plugin.py tests/unit/test_gpu_provider.py}
 TMO=${ISSUE16_TIMEOUT:-240}
 PY=${PYTHON:-python3}
 export OPENSSL_MODULES="$BUILD" ACCELAES_BACKEND=cuda PYTHONUNBUFFERED=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/servers.py: time and server CPU per MiB for real servers with and without accelaes
-(tests/serverlib.py, tests/ovpnlib.py set them up as tests/test_servers.py does): two instances of
+(tests/serverlib.py, tests/ovpnlib.py set them up as tests/system/test_servers.py does): two instances of
 each server, one on OpenSSL's default provider and one with conf/accelaes.cnf, used alternately
 round by round (which goes first alternates too), so load from elsewhere on the machine falls on
 both alike. Each round moves the payload through one instance; wall time is the client's, server

@@ -128,7 +128,7 @@ smoke)
     secs=${2:-60}
     mkdir -p "$B"
     if ! have_libfuzzer && [ "${FUZZ_REQUIRE:-0}" != 1 ]; then
-        echo "SKIP: fuzz-smoke: $NO_LIBFUZZER; tests/test_fuzz_corpus.py still replays the corpus"
+        echo "SKIP: fuzz-smoke: $NO_LIBFUZZER; tests/conformance/test_fuzz_corpus.py still replays the corpus"
         exit 0
     fi
     build || { echo "fuzz-smoke: FAILED to build the fuzz target"; exit 1; }

@@ -29,7 +29,7 @@ enum { ACC_WAITER_FREE = 0, ACC_WAITER_WAITING = 1 };
  * compare-and-swap and taken over when the kernel says the holder thread is gone. Not robust
  * pthread mutexes: glibc keeps a robust mutex on a list threaded through pointers stored in
  * the mutex itself and writes through them on unlock, so anyone able to write the segment
- * could make every holder write to an address of its choosing (tests/test_faults.py saw wrong
+ * could make every holder write to an address of its choosing (tests/system/test_faults.py saw wrong
  * ciphertext and SIGSEGV). An owner word holds no pointer; a damaged one can only make a unit
  * look busy (the provider never waits for a CPU unit, and bounds its wait for a GPU unit). */
 typedef uint64_t acc_owner_word;

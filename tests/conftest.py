@@ -88,6 +88,43 @@ def machine_wide_lock(request, tmp_path_factory):
             fcntl.flock(gate, fcntl.LOCK_UN)
 
 
+# The `engine` fixture: a test that asks for it runs on every engine and path this machine has (tests/engines.py).
+from engines import engine  # noqa: E402,F401  (a fixture: registered by being in this module)
+import engines as _engines  # noqa: E402
+
+
+def pytest_generate_tests(metafunc):
+    _engines.generate(metafunc)
+
+
+def pytest_collection_modifyitems(config, items):
+    drop, keep = _engines.select(items)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """An item on another engine than this process's: no fixtures here, its outcome is that engine's child
+    run's (tests/engines.py)."""
+    if not _engines.elsewhere(item):
+        return None
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for when in ("setup", "call", "teardown"):
+        # teardown: what the items before it set up and the next one does not need, as pytest's own teardown does
+        call = pytest.CallInfo.from_call(
+            lambda: _engines.outcome(item, SEED) if when == "call" else
+            item.session._setupstate.teardown_exact(nextitem) if when == "teardown" else None, when=when)
+        item.ihook.pytest_runtest_logreport(report=item.ihook.pytest_runtest_makereport(item=item, call=call))
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def pytest_runtest_logreport(report):
+    _engines.report(report)
+
+
 def pytest_report_header(config):
     mods = "unset (installed package)" if INSTALLED else os.environ["OPENSSL_MODULES"]
     return (f"accelaes: provider under test={PROVIDER}, OPENSSL_MODULES={mods}, "
@@ -174,7 +211,7 @@ def cuda_not_built(path):
 def cuda_mock_plugin(tmp_path_factory):
     """The CUDA plugin's real host code (every accel/cuda/*.cu but kernels.cu) built by g++ against the CPU
     emulation of the CUDA runtime and kernels (tests/cuda_mock/): a .so that stands in for build/accelaes-cuda.so
-    where no GPU is (tests/test_cuda_host_pipeline.py, tests/test_gpu_bench_harness.py). Built once per session."""
+    where no GPU is (tests/unit/test_cuda_host_pipeline.py, tests/unit/test_gpu_bench_harness.py). Built once per session."""
     cxx = shutil.which("g++")
     if not cxx:
         pytest.skip("g++ not found: the CUDA plugin cannot be built against the CPU emulation")

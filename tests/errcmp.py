@@ -1,4 +1,4 @@
-"""tests/errcmp.py: what tests/test_error_codes.py needs beyond evp.py to compare the errors of one
+"""tests/errcmp.py: what tests/conformance/test_error_codes.py needs beyond evp.py to compare the errors of one
 failing call between the default provider and accelaes: the error queue as numbers and texts; a
 driver of a provider's cipher dispatch table itself (OSSL_PROVIDER_query_operation), for the calls
 EVP never makes with bad arguments (a wrong key or IV length at init, an output size smaller than

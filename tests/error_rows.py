@@ -1,4 +1,4 @@
-"""tests/error_rows.py: the rows of tests/test_error_codes.py for the plain AES ciphers and the calls
+"""tests/error_rows.py: the rows of tests/conformance/test_error_codes.py for the plain AES ciphers and the calls
 every cipher shares (GCM and XTS too wherever the call means something for them: errcmp.NEW): EVP
 calls without cipher or key, key and IV lengths, the final block and its padding, parameters of the wrong type or size, output sizes through the dispatch table, and the
 NULL and empty buffers EVP passes on. Each row is one call; its function sets up (every setup step

@@ -1,4 +1,4 @@
-"""tests/error_rows_tls.py: the rows of tests/test_error_codes.py for TLS records: the plain AES
+"""tests/error_rows_tls.py: the rows of tests/conformance/test_error_codes.py for TLS records: the plain AES
 ciphers with OSSL_CIPHER_PARAM_TLS_VERSION set (provider/tls.c) and the stitched
 AES-CBC-HMAC-SHA ciphers (record header, MAC key, records with a bad MAC or padding); and
 ACCELAES_ONLY, the calls where accelaes deliberately answers otherwise than the default provider,

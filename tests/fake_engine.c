@@ -3,7 +3,7 @@
  * registers the kind of methods OpenSSL's test engine dasync does: AES-128-CBC, AES-256-CTR (the
  * cipher of OpenSSL's CTR-DRBG, so set as default it reaches into every DRBG made afterwards) and
  * a digest; with ACCELAES_TEST_ENGINE_RAND=1 also a RAND method. Debian's libcrypto ships no
- * dasync; tests/test_exit.py needs an engine set as default for everything, because ENGINE
+ * dasync; tests/system/test_exit.py needs an engine set as default for everything, because ENGINE
  * teardown at exit is what it exercises.
  * The ENGINE API is deprecated in OpenSSL 3.0 (still present): built with deprecation warnings off. */
 #include <stdlib.h>

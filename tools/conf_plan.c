@@ -26,7 +26,7 @@
 #define NAME_CHARS   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 #define VALUE_CHARS  NAME_CHARS "/,:=?!+@~%*&|^;<>()[]{} "
 
-/* [accelaes_sect] as conf/accelaes.cnf has it: keep the two in step (tests/test_system_conf.py
+/* [accelaes_sect] as conf/accelaes.cnf has it: keep the two in step (tests/system/test_system_conf.py
  * compares them). No module line: OPENSSL_MODULES, else MODULESDIR, unless --module says. */
 static const char *const accelaes_settings[][2] = {
     { "activate", "1" }, { "backend", "auto" }, { "workers", "auto" },

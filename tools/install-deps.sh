@@ -29,11 +29,11 @@ pip_missing() {
 for p in libssl-dev libipsec-mb-dev libnuma-dev libseccomp-dev openssl; do have_pkg $p || need_apt="$need_apt $p"; done
 if [ "$what" = test ]; then
   # clang + libclang-rt-dev: libFuzzer for fuzz/ (make fuzz, make fuzz-smoke)
-  # openssh-server, openssh-client, nginx: the real servers of tests/test_real_programs.py
+  # openssh-server, openssh-client, nginx: the real servers of tests/system/test_real_programs.py
   # git: test_style (the lines changed since the base); python3-cryptography: test_pyca_cryptography, which
   # runs Debian's /usr/bin/python3 whatever $PY is
   for p in curl python3 python3-cryptography git valgrind clang libclang-rt-dev clang-format openssh-server openssh-client nginx; do have_pkg $p || need_apt="$need_apt $p"; done
-  # the servers of tests/test_servers.py and tests/test_openvpn.py (iproute2: the OpenVPN peers' namespaces).
+  # the servers of tests/system/test_servers.py and tests/system/test_openvpn.py (iproute2: the OpenVPN peers' namespaces).
   # Not in the other releases' roots of tools/release-root.sh (/.accelaes-root): there those tests run only
   # where the packages are installed, and their CI stays as fast as it was
   if [ ! -e /.accelaes-root ]; then
@@ -59,7 +59,7 @@ if [ "$what" = bench ]; then
 fi
 if [ "$what" = deb ]; then
   # make deb (tools/mkdeb.sh): dpkg-deb and dpkg-shlibdeps (dpkg-dev), strip (binutils), groff for the
-  # man pages' check in tests/test_deb.py
+  # man pages' check in tests/system/test_deb.py
   for p in dpkg-dev binutils groff-base man-db; do have_pkg $p || need_apt="$need_apt $p"; done
 fi
 if [ "$what" = compat ]; then

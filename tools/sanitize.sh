@@ -6,7 +6,7 @@
 # asan: -fsanitize=address,undefined, UB fatal. Every C test runs directly with LeakSanitizer on; then
 #   the whole pytest suite runs against build/asan. python, bash and the openssl CLI are not
 #   instrumented, so libasan is preloaded into every process (LD_PRELOAD) with leak checking off
-#   there (they leak by design at exit; leaks of the provider are the C tests' and tests/test_valgrind.py's).
+#   there (they leak by design at exit; leaks of the provider are the C tests' and tests/system/test_valgrind.py's).
 # tsan: -fsanitize=thread. python crashes with libtsan preloaded, so the C tests (the pool, the
 #   scheduler, batching, the engines and the load generator, from many threads) run directly, then
 #   multi-threaded workloads: accelaes-files over many files, and `openssl speed`/`enc` (libtsan
@@ -15,7 +15,7 @@
 # failure a test expects is still seen. (UBSan inside the ASan runtime ignores log_path: its reports
 # go to stderr, and -fno-sanitize-recover makes the process exit 1, which fails the C test or the
 # pytest test that ran it.) Reports whose stack has no frame in this project (e.g. the
-# default provider crashing on a NULL output buffer, which tests/test_errors.py provokes on purpose to
+# default provider crashing on a NULL output buffer, which tests/conformance/test_errors.py provokes on purpose to
 # compare) are listed but not counted.
 set -u
 kind=${1:-asan}
@@ -64,7 +64,7 @@ for t in "$BUILD"/tests/test_*; do
     # pytest runs it (twice) for asan; OpenSSL 3.0 leaks on its own allocation-failure paths, so
     # LeakSanitizer is no judge there: the test counts the blocks accelaes allocates itself.
     test_alloc_fail) [ "$kind" = asan ] && { echo "  $name: run by pytest below"; continue; } ;;
-    # a child of tests/test_key_residue.py (it waits to be scanned), which pytest runs below
+    # a child of tests/system/test_key_residue.py (it waits to be scanned), which pytest runs below
     test_key_residue) echo "  $name: run by pytest below"; continue ;;
   esac
   out=$(env $env timeout 300 "$t" 2>&1); rc=$?
@@ -79,9 +79,9 @@ done
 if [ "$kind" = asan ]; then
   echo "== pytest tests/ against $BUILD (libasan preloaded into python and every child)"
   # LeakSanitizer dies in a setuid process (it cannot ptrace its own threads there), whatever
-  # ASAN_OPTIONS says: the setuid test of tests/test_faults.py is left to the plain suite.
+  # ASAN_OPTIONS says: the setuid test of tests/system/test_faults.py is left to the plain suite.
   ASAN_OPTIONS="$common:detect_leaks=0" LD_PRELOAD="$rt" $PYTHON -m pytest -q -ra -p no:cacheprovider --durations=10 \
-    --deselect tests/test_faults.py::test_setuid_program_ignores_environment tests/ "$@" \
+    --deselect tests/system/test_faults.py::test_setuid_program_ignores_environment tests/ "$@" \
     || status=1
 else
   echo "== workloads under TSan"
@@ -114,7 +114,7 @@ rm -f "/dev/shm$shm"*
 
 # Reports: counted when a frame is in this project's code, listed otherwise. Those outside it are the
 # crashes tests provoke on purpose in other code (the default provider's SEGV on a NULL output buffer,
-# tests/test_errors.py): listed in $REPORTS/outside.txt, one console line for all of them.
+# tests/conformance/test_errors.py): listed in $REPORTS/outside.txt, one console line for all of them.
 ours=0; theirs=0
 outside="$REPORTS/outside.txt"
 : >"$outside"

@@ -157,7 +157,7 @@ static int imb_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
  * (intel-ipsec-mb.h: the same fields in 1.3 and 2.0) but whose meaning is the library's; checked
  * for 1.3.0 and 2.0 (SSE, AVX2 and AVX512/VAES code paths keep the one format, a context being
  * portable between init and update calls) and by tests/c/test_gcm_split.c and
- * tests/test_gcm_split.py:
+ * tests/conformance/test_gcm_split.py:
  *  - aad_hash: the GHASH so far, byte-reversed (the assembly keeps it in the byte order it
  *    multiplies in); read and written.
  *  - current_counter: the counter block of the last block used, byte-reversed (so that its

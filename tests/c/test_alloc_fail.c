@@ -12,8 +12,8 @@
  *   --cold    no cipher runs before the injection (one-time set-ups then happen under it)
  *   --no-load the cipher and record runs only (the load runs are most of the time)
  *   --plain   no injection: one pass, ending with the provider unloaded and OPENSSL_cleanup
- *             (tests/test_valgrind.py runs this under valgrind)
- *   --no-gcm  the GCM ciphers left out of the plain pass (tests/test_valgrind.py: see there why)
+ *             (tests/system/test_valgrind.py runs this under valgrind)
+ *   --no-gcm  the GCM ciphers left out of the plain pass (tests/system/test_valgrind.py: see there why)
  * The expected bytes come from OpenSSL's default provider in a library context of their own. */
 #define _GNU_SOURCE
 #include <dlfcn.h>

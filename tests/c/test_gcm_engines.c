@@ -11,7 +11,7 @@
  *    tag, and each engine decrypts the other's;
  *  - the split hooks of the VAES engine against its own update: split_range over a range, combined
  *    with split_put, gives the bytes and tag of a plain update.
- * Run by tests/test_gcm_engines.py. ACCELAES_TEST_SEED varies the messages. */
+ * Run by tests/conformance/test_gcm_engines.py. ACCELAES_TEST_SEED varies the messages. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  *  - the engine's split hooks end to end: a message whose ipsec-mb counter is crafted next to the
  *    wrap, continued once by ipsec-mb's own update and once by split_get, keystream and GHASH by
  *    ranges, combine, split_put, then ipsec-mb's update and finalize in both: same bytes, same tag.
- * Run by tests/test_gcm_split.py. */
+ * Run by tests/conformance/test_gcm_split.py. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* tests/c/test_key_residue.c: the child of tests/test_key_residue.py. It runs every mode (ECB, CBC, CTR,
+/* tests/c/test_key_residue.c: the child of tests/system/test_key_residue.py. It runs every mode (ECB, CBC, CTR,
  * GCM, XTS, the stitched CBC-HMAC ciphers) of one provider, small and large, both directions, and CBC
  * encryption in ASYNC jobs (the multi-buffer lanes), frees every context, wipes its own copy of each key,
  * prints "ready" and waits for stdin to close: meanwhile the test reads this process's memory (every

@@ -74,7 +74,7 @@ int main(void)
 
     if (getenv("OPENSSL_CONF") == NULL) {
         printf("SKIP: run under OPENSSL_CONF=conf/accelaes.cnf OPENSSL_MODULES=build "
-               "(tests/test_conf.py does)\n");
+               "(tests/system/test_conf.py does)\n");
         return 77;
     }
     for (size_t i = 0; i < sizeof(CASES) / sizeof(CASES[0]); i++) {

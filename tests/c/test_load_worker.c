@@ -1,5 +1,5 @@
-/* tests/c/test_load_worker.c: the load and fault-injection worker of tests/test_faults.py and
- * tests/test_load.py. It loads the accelaes provider beside OpenSSL's default provider and runs
+/* tests/c/test_load_worker.c: the load and fault-injection worker of tests/system/test_faults.py and
+ * tests/system/test_load.py. It loads the accelaes provider beside OpenSSL's default provider and runs
  * random work on T threads (nine ciphers; sizes for the inline, split and GPU paths; fragmented,
  * in-place, padded; CBC-encrypt from async jobs for the batch lanes), every output judged by the
  * default provider. Python cannot load the provider hard enough; this program can. */
@@ -348,7 +348,7 @@ static OSSL_PROVIDER *prov_def, *prov_acc;
 static int setup(OSSL_LIB_CTX **lc)
 {
     *lc = OSSL_LIB_CTX_new();
-    /* A setuid run (tests/test_faults.py) has no OPENSSL_MODULES: OpenSSL ignores it there. */
+    /* A setuid run (tests/system/test_faults.py) has no OPENSSL_MODULES: OpenSSL ignores it there. */
     if (*lc != NULL && cfg.modules != NULL && !OSSL_PROVIDER_set_default_search_path(*lc, cfg.modules))
         return 0;
     if (*lc == NULL || (prov_def = OSSL_PROVIDER_load(*lc, "default")) == NULL

@@ -1,5 +1,5 @@
 /* tests/c/test_load_worker_sched.h: test_load_worker's two modes that use the scheduler alone (the static
- * library's copy, no provider loaded): --takeall and --layout, for tests/test_faults.py. Included once, by
+ * library's copy, no provider loaded): --takeall and --layout, for tests/system/test_faults.py. Included once, by
  * test_load_worker.c, after it defines _GNU_SOURCE. */
 #ifndef ACCELAES_TEST_LOAD_WORKER_SCHED_H
 #define ACCELAES_TEST_LOAD_WORKER_SCHED_H

@@ -2,7 +2,7 @@
  * provider around them: acc_policy_make's thresholds for each op from the settings, which paths
  * acc_policy_paths names at the sizes around each threshold, acc_iv_at_block against a plain
  * recomputation for every op (CTR across a 128-bit carry), and the GPU ABI's op numbers mapped
- * both ways. Run by tests/test_policy.py. */
+ * both ways. Run by tests/unit/test_policy.py. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

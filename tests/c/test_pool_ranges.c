@@ -5,7 +5,7 @@
  * caller alone, in one call) while acc_pool_run keeps its helpers, and the gate opens again;
  * requests run alone or with helpers, whichever has lately cost less.
  * The stall is made by a helper whose range sleeps, as a preempted helper would stand still.
- * Waits here are hang guards, not timing claims. Run by tests/test_split.py. */
+ * Waits here are hang guards, not timing claims. Run by tests/conformance/test_split.py. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <sys/wait.h>

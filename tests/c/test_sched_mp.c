@@ -1,7 +1,7 @@
 /* tests/c/test_sched_mp.c: the scheduler across processes: fork (parent and child both
  * acquire, the child never owns the parent's units), kill -9 of a holder, and corrupt or
  * foreign segments (private fallback, no crash). With arguments it is the worker that
- * tests/test_sched.py drives: `test_sched_mp worker <command> ...`. */
+ * tests/system/test_sched.py drives: `test_sched_mp worker <command> ...`. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -392,7 +392,7 @@ int main(int argc, char **argv)
     return failed != 0;
 }
 
-/* ---- worker for tests/test_sched.py ---- */
+/* ---- worker for tests/system/test_sched.py ---- */
 static acc_unit_kind kind_of(const char *s)
 {
     return strcmp(s, "gpu") == 0 ? ACC_UNIT_GPU : ACC_UNIT_CPU;

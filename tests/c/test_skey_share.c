@@ -1,7 +1,7 @@
 /* tests/c/test_skey_share.c: an opaque AES key's schedule is made once and shared: the contexts given one
  * key (skey init, dupctx) read the key's own schedule and hold a reference each; a raw key or the last
  * free lets go; every byte equals the default provider's. Drives the cipher dispatch tables directly, so
- * it runs on any OpenSSL 3 (EVP_SKEY itself, 3.5+, is tests/test_skey.py's). */
+ * it runs on any OpenSSL 3 (EVP_SKEY itself, 3.5+, is tests/conformance/test_skey.py's). */
 #include <stdio.h>
 #include <string.h>
 #include <openssl/core_dispatch.h>

@@ -1,5 +1,5 @@
 /* tests/cuda_mock/mock_cuda.cc: a CPU emulation of the CUDA runtime calls the plugin uses (its three AES
- * kernels are in mock_kernels.cc), so tests/test_cuda_host_pipeline.py runs the plugin's real host code
+ * kernels are in mock_kernels.cc), so tests/unit/test_cuda_host_pipeline.py runs the plugin's real host code
  * (runtime.cu, pipeline.cu, direct.cu, regcache.cu, host_team.cu) and its ABI tests without a GPU.
  *
  * MOCK_CUDA_MODE=lazy (default): work queued on a stream runs only when the host waits for it (event
