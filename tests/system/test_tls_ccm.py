@@ -10,8 +10,8 @@ between openssl s_server and openssl s_client on 127.0.0.1, every command bounde
 - one flipped bit in a full server record refused with bad_record_mac, nothing damaged delivered.
 
 Where accelaes does not serve CCM, conf/accelaes.cnf's "?provider=accelaes" falls back to the default and
-the transfers still work: the counters are what fail then. Helpers come from tests/test_tls.py and
-tests/test_tls_gcm.py."""
+the transfers still work: the counters are what fail then. Helpers come from tests/system/test_tls.py and
+tests/system/test_tls_gcm.py."""
 
 import os
 import shutil
