@@ -1,6 +1,6 @@
 # accelaes: build, test, speed, install. `make` builds what this machine can build
 # (the CUDA plugin only where nvcc is found); missing Debian/PyPI dependencies are
-# installed by tools/install-deps.sh from the targets that need them.
+# installed by scripts/dev/install-deps.sh from the targets that need them.
 CC      ?= gcc
 BUILD   := build
 PYTHON  ?= python3
@@ -54,8 +54,8 @@ endif
 ifneq ($(wildcard tests/fake_gpu_plugin.c),)
   TARGETS += $(BUILD)/accelaes-fakegpu.so $(BUILD)/tests/fake_gpu_device
 endif
-# build/bench/gpu_bench: the GPU plugin's end-to-end benchmark (bench/gpu_issue16.sh, tests/unit/test_gpu_bench_harness.py).
-ifneq ($(wildcard bench/gpu_bench.c),)
+# build/bench/gpu_bench: the GPU plugin's end-to-end benchmark (bench/scripts/gpu_issue16.sh, tests/unit/test_gpu_bench_harness.py).
+ifneq ($(wildcard bench/src/gpu_bench.c),)
   TARGETS += $(BUILD)/bench/gpu_bench
 endif
 ifneq ($(wildcard tests/fake_engine.c),)
@@ -82,9 +82,9 @@ ifeq ($(NVCC),)
 endif
 
 deps:
-	@sh tools/install-deps.sh build
+	@sh scripts/dev/install-deps.sh build
 test-deps:
-	@sh tools/install-deps.sh test
+	@sh scripts/dev/install-deps.sh test
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h accel/*/*.h provider/*.h)
 	@mkdir -p $(dir $@)
@@ -174,27 +174,27 @@ test: all test-deps
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # `make style [STYLE_BASE=origin/main]`: clang-format (.clang-format) on the C and CUDA lines changed since
-# STYLE_BASE (default HEAD: the uncommitted changes), never on whole existing files (tools/style-check.sh).
+# STYLE_BASE (default HEAD: the uncommitted changes), never on whole existing files (scripts/dev/style-check.sh).
 .PHONY: style
 style:
-	sh tools/style-check.sh $(STYLE_BASE)
+	sh scripts/dev/style-check.sh $(STYLE_BASE)
 
 # `make test-compat`: peer projects' suites, each run without and with conf/accelaes.cnf
 # (OPENSSL_MODULES=$(BUILD)), and every test case must end the same way in both: OpenSSL's
 # evp_test (AES, stitched and DRBG recipes) and ssl_test (test/ssl-tests) from the Debian source of
 # the installed libssl3, built against the installed libraries, and pyca/cryptography's AES,
-# padding, CMAC and Fernet tests against Debian's python3-cryptography (tools/compat/run.sh).
+# padding, CMAC and Fernet tests against Debian's python3-cryptography (scripts/ci/compat/run.sh).
 # Logs in $(COMPAT_DIR); `make BUILD=build-compat test-compat` tests another build tree.
 COMPAT_DIR ?= build/compat
 COMPAT_TIMEOUT ?= 1500
 .PHONY: test-compat
 test-compat: deps
-	@sh tools/install-deps.sh compat
+	@sh scripts/dev/install-deps.sh compat
 	@$(MAKE) --no-print-directory $(BUILD)/accelaes.so $(BUILD)/accelaes-stat
-	COMPAT_MODULES=$(BUILD) COMPAT_DIR=$(COMPAT_DIR) timeout $(COMPAT_TIMEOUT) bash tools/compat/run.sh
+	COMPAT_MODULES=$(BUILD) COMPAT_DIR=$(COMPAT_DIR) timeout $(COMPAT_TIMEOUT) bash scripts/ci/compat/run.sh
 
 # `make test-release RELEASE=trixie [RELEASE_TEST="check test-compat"]`: this checkout, as a fresh clone has it, built
-# and tested in a Debian root of that release kept in build/releases/RELEASE (tools/release-root.sh: bookworm
+# and tested in a Debian root of that release kept in build/releases/RELEASE (scripts/ci/release-root.sh: bookworm
 # OpenSSL 3.0, trixie 3.5 LTS, forky 3.6, sid-exp sid with experimental's 4.0), through the README's own commands:
 # `make` (which installs what it needs), then the targets in RELEASE_TEST. CI runs trixie with the compat suites,
 # the real programs and the package, forky and sid-exp with make check.
@@ -202,7 +202,7 @@ RELEASE ?= trixie
 RELEASE_TEST ?= check
 .PHONY: test-release
 test-release:
-	sh tools/release-root.sh $(RELEASE) sh -c 'make && make $(RELEASE_TEST)'
+	sh scripts/ci/release-root.sh $(RELEASE) sh -c 'make && make $(RELEASE_TEST)'
 
 # `make test-release-cross RELEASE=trixie`: the module built on this machine's OpenSSL (without lanes, whose
 # library's soname differs between releases) loaded by RELEASE's libcrypto must answer as RELEASE's default
@@ -213,51 +213,51 @@ CROSS_TESTS ?= tests/conformance/test_error_codes.py tests/conformance/test_para
 .PHONY: test-release-cross
 test-release-cross:
 	$(MAKE) --no-print-directory BUILD=build/cross HAVE_IPSECMB= build-only
-	ACCELAES_RELEASE_CARRY=build/cross sh tools/release-root.sh $(RELEASE) sh -c \
+	ACCELAES_RELEASE_CARRY=build/cross sh scripts/ci/release-root.sh $(RELEASE) sh -c \
 	  'make test-deps && ACCELAES_BUILD_DIR=build/cross python3 -m pytest -q -ra -p no:cacheprovider $(CROSS_TESTS)'
 
-# Sanitizer runs (tools/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
+# Sanitizer runs (scripts/ci/sanitize.sh): everything rebuilt under build/asan (address+undefined) or
 # build/tsan (thread), then the C tests and, for asan, the pytest suite against that build.
 # `make valgrind`: memcheck over a whole provider life, both engines (tests/system/test_valgrind.py).
 .PHONY: test-asan test-tsan valgrind
 test-asan: deps test-deps
-	PYTHON=$(PYTHON) sh tools/sanitize.sh asan
+	PYTHON=$(PYTHON) sh scripts/ci/sanitize.sh asan
 test-tsan: deps test-deps
-	PYTHON=$(PYTHON) sh tools/sanitize.sh tsan
+	PYTHON=$(PYTHON) sh scripts/ci/sanitize.sh tsan
 valgrind: all test-deps
 	$(PYTHON) -m pytest -q -ra tests/system/test_valgrind.py
 
 # make speed and make bench write under $(BUILD)/results and leave the checkout alone; `make bench-publish`
 # copies what is there into bench/results/ on purpose, for a commit (git diff bench/results shows it).
 speed: all
-	@sh bench/speed.sh
+	@sh bench/scripts/speed.sh
 
 # `make speed-releases [RELEASES="bookworm trixie forky sid-exp"]`: accelaes / each release's own default in
-# thread CPU time (bench/releases_cpu.sh), here and in the roots of tools/release-root.sh.
+# thread CPU time (bench/scripts/releases_cpu.sh), here and in the roots of scripts/ci/release-root.sh.
 RELEASES ?= bookworm trixie forky sid-exp
 .PHONY: speed-releases
 speed-releases: all
-	@sh bench/releases_cpu.sh $(RELEASES)
+	@sh bench/scripts/releases_cpu.sh $(RELEASES)
 
-# `make bench`: the whole benchmark (bench/run.py; BENCH_ARGS=--quick for the ~5 minute version).
-# bench/*.c are comparison programs and load generators: `make build/bench/NAME` builds any of them;
-# make bench builds the two that bench/run.py runs.
+# `make bench`: the whole benchmark (bench/scripts/run.py; BENCH_ARGS=--quick for the ~5 minute version).
+# bench/src/*.c are comparison programs and load generators: `make build/bench/NAME` builds any of them;
+# make bench builds the two that bench/scripts/run.py runs.
 BENCH_BIN := $(BUILD)/bench/seed_files $(BUILD)/bench/reqload
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libaccelaes.a
+$(BUILD)/bench/%: bench/src/%.c $(BUILD)/libaccelaes.a
 	@mkdir -p $(BUILD)/bench
 	$(CC) $(CFLAGS) -fopenmp -fvisibility=default -o $@ $< $(BUILD)/libaccelaes.a $(LDLIBS) -fopenmp
 
-# `make bench-gpu`: everything bench/gpu_issue16.sh runs on a device machine, which builds nothing: the tree,
+# `make bench-gpu`: everything bench/scripts/gpu_issue16.sh runs on a device machine, which builds nothing: the tree,
 # and the kernel-only benchmark where nvcc is found.
 .PHONY: bench-gpu
 bench-gpu: build-only $(if $(NVCC),$(BUILD)/bench/gpu_kbench)
-$(BUILD)/bench/gpu_kbench: bench/gpu_bench_kernels.cu accel/cuda/kernels.cu $(wildcard accel/cuda/*.h) accel/gpu_plugin.h
+$(BUILD)/bench/gpu_kbench: bench/src/gpu_bench_kernels.cu accel/cuda/kernels.cu $(wildcard accel/cuda/*.h) accel/gpu_plugin.h
 	@mkdir -p $(BUILD)/bench
-	$(NVCC) -O3 -std=c++17 -I. $(NVCC_ARCH) -o $@ bench/gpu_bench_kernels.cu accel/cuda/kernels.cu -lcrypto
+	$(NVCC) -O3 -std=c++17 -I. $(NVCC_ARCH) -o $@ bench/src/gpu_bench_kernels.cu accel/cuda/kernels.cu -lcrypto
 
 bench: all $(BENCH_BIN)
-	@sh tools/install-deps.sh bench
-	$(PYTHON) bench/run.py $(BENCH_ARGS)
+	@sh scripts/dev/install-deps.sh bench
+	$(PYTHON) bench/scripts/run.py $(BENCH_ARGS)
 
 .PHONY: bench-publish
 bench-publish:
@@ -278,7 +278,7 @@ fuzz: test-deps
 fuzz-smoke: test-deps
 	HAVE_IPSECMB=$(HAVE_IPSECMB) HAVE_NUMA=$(HAVE_NUMA) sh fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
 
-# `make deb`: build/accelaes_VERSION_ARCH.deb (tools/mkdeb.sh: the module in MODULESDIR, the tools in
+# `make deb`: build/accelaes_VERSION_ARCH.deb (scripts/pkg/mkdeb.sh: the module in MODULESDIR, the tools in
 # /usr/bin, conf/accelaes.cnf in /usr/share/accelaes, man pages; Depends from dpkg-shlibdeps).
 # `make test-deb` (root; changes the machine): installs it, checks it with no OPENSSL_MODULES, removes
 # it (tests/system/test_deb.py), then installs it again for the real-program and TLS tests
@@ -291,9 +291,9 @@ endif
 endif
 .PHONY: deb test-deb
 deb: deps
-	@sh tools/install-deps.sh deb
+	@sh scripts/dev/install-deps.sh deb
 	@$(MAKE) --no-print-directory $(DEB_BIN)
-	sh tools/mkdeb.sh $(BUILD)
+	sh scripts/pkg/mkdeb.sh $(BUILD)
 test-deb: deb test-deps
 	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_TEST_INSTALLED_DEB=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/system/test_deb.py
 	@if dpkg-query -W accelaes >/dev/null 2>&1; then echo "test-deb: accelaes is installed already: not replacing it" >&2; exit 1; fi
@@ -301,7 +301,7 @@ test-deb: deb test-deps
 	ACCELAES_BUILD_DIR=$(BUILD) ACCELAES_INSTALLED=1 $(PYTHON) -m pytest -q -ra -p no:cacheprovider tests/system/test_real_programs.py tests/system/test_tls*.py; \
 	  rc=$$?; dpkg --purge accelaes; exit $$rc
 
-# `make install [PREFIX=/usr/local] [DESTDIR=/staging]`: what the package installs (tools/mkdeb.sh), under PREFIX: the
+# `make install [PREFIX=/usr/local] [DESTDIR=/staging]`: what the package installs (scripts/pkg/mkdeb.sh), under PREFIX: the
 # module (and the CUDA plugin) into MODULESDIR, the three tools into bin, man pages, and share/accelaes/accelaes.cnf,
 # a one-program configuration naming the installed module by absolute path (accelaes-conf program).
 INSTALL_TOOLS := accelaes-conf accelaes-stat accelaes-files

@@ -73,7 +73,7 @@ fake_gpu() {
     [ -f tests/fake_gpu_plugin.c ] && make -s build/accelaes-fakegpu.so >/dev/null || true
 }
 
-NO_LIBFUZZER="${FUZZ_CC:-clang} with libFuzzer is not installed (Debian: apt-get install clang libclang-rt-dev, or sh tools/install-deps.sh test)"
+NO_LIBFUZZER="${FUZZ_CC:-clang} with libFuzzer is not installed (Debian: apt-get install clang libclang-rt-dev, or sh scripts/dev/install-deps.sh test)"
 
 build() {
     mkdir -p "$B"

@@ -386,7 +386,7 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
 
 /* Lanes pay for CBC-encrypt from this size: below it a pause and a resume cost more than the
  * lanes gain (bench/results/async-batch-thresholds.md). The only mode batched: the others are parallel within
- * a stream and run at least as fast on one core (bench/mb_lanes.c). */
+ * a stream and run at least as fast on one core (bench/src/mb_lanes.c). */
 #define BATCH_MIN (768u)
 
 static size_t lanes_min(const acc_settings *s)

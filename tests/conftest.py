@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# ACCELAES_BUILD_DIR runs the suite against another build tree (tools/sanitize.sh: build/asan, build/tsan);
+# ACCELAES_BUILD_DIR runs the suite against another build tree (scripts/ci/sanitize.sh: build/asan, build/tsan);
 # a relative path is taken from the repository root. Tests name build outputs through BUILD only.
 BUILD = REPO / os.environ.get("ACCELAES_BUILD_DIR", "build")
 STAT_TOOL = BUILD / "accelaes-stat"
@@ -50,7 +50,7 @@ MODULE = MODULES / "accelaes.so"
 SHM_NAME = f"/accelaes-test-{os.getpid()}-{secrets.token_hex(4)}"
 os.environ["ACCELAES_SHM_NAME"] = SHM_NAME
 
-# tools/sanitize.sh sets ACCELAES_SANITIZER (asan, tsan) for a run against an instrumented build.
+# scripts/ci/sanitize.sh sets ACCELAES_SANITIZER (asan, tsan) for a run against an instrumented build.
 # Tests that need valgrind (which cannot run sanitized binaries) or an outside program that cannot
 # take the sanitizer runtime skip under it, saying why.
 SANITIZER = os.environ.get("ACCELAES_SANITIZER", "")
@@ -197,10 +197,10 @@ def openssl_bin():
 
 def cuda_not_built(path):
     """The true reason BUILD has no CUDA plugin, for a skip: a sanitizer build leaves it out on purpose
-    (tools/sanitize.sh builds with NVCC=), else nvcc is missing, else it was just not built yet."""
+    (scripts/ci/sanitize.sh builds with NVCC=), else nvcc is missing, else it was just not built yet."""
     if SANITIZER:
         return (f"{path} is not built: the {SANITIZER} build leaves the CUDA plugin out (device code no host "
-                "sanitizer sees; tools/sanitize.sh builds with NVCC=)")
+                "sanitizer sees; scripts/ci/sanitize.sh builds with NVCC=)")
     nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
     if nvcc:
         return f"{path} is not built yet (nvcc is at {nvcc}: run make)"

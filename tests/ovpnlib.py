@@ -1,4 +1,4 @@
-"""tests/ovpnlib.py: OpenVPN 2.6 as tests/system/test_openvpn.py and bench/servers.py run it: the built-in
+"""tests/ovpnlib.py: OpenVPN 2.6 as tests/system/test_openvpn.py and bench/scripts/servers.py run it: the built-in
 crypto self-test (`--test-crypto`), and two peers in two network namespaces joined by a veth pair,
 each with a real tun device, moving a payload through the tunnel with plain TCP on top."""
 

@@ -1,7 +1,7 @@
 """tests/serverlib.py: Debian's PostgreSQL, Redis, stunnel and mosquitto run as real TLS servers on
 127.0.0.1, each on free ports in a folder of its own, started with or without accelaes (the
 environment decides: conf/accelaes.cnf through OPENSSL_CONF, as tests/system/test_real_programs.py does).
-Used by tests/system/test_servers.py (correctness, counting) and bench/servers.py (time and CPU per byte).
+Used by tests/system/test_servers.py (correctness, counting) and bench/scripts/servers.py (time and CPU per byte).
 
 Every client runs on OpenSSL's default provider, so a wrong byte from accelaes in the server shows
 up as a failed MAC or different data instead of cancelling out. Each transfer method returns the

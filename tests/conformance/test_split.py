@@ -3,7 +3,7 @@ while other processes keep the cores busy: every byte and the updated IV equal t
 provider's, in place and not, for CTR (counters about to carry past 2^64 and 2^128), ECB and
 CBC decryption with non-zero IVs, at sizes that are and are not whole grains; and the pool's range
 API, its rescue of a late helper and its gate (tests/c/test_pool_ranges.c). No timing is asserted:
-bench/split_load.sh measures."""
+bench/scripts/split_load.sh measures."""
 
 import os
 import subprocess

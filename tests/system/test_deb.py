@@ -1,4 +1,4 @@
-"""tests/system/test_deb.py: the Debian package of `make deb` (tools/mkdeb.sh). Always: its contents and control
+"""tests/system/test_deb.py: the Debian package of `make deb` (scripts/pkg/mkdeb.sh). Always: its contents and control
 fields (dpkg-deb -c / -f), built from this build tree if missing or older than the module. Only with
 ACCELAES_TEST_INSTALLED_DEB=1 (CI, `make test-deb`; as root, with the package not installed yet), since
 it changes the machine: install it, use it with no OPENSSL_MODULES (openssl list, openssl speed,
@@ -38,7 +38,7 @@ def deb():
     debs = sorted(BUILD.glob("accelaes_*.deb"))
     newest_input = max((BUILD / n).stat().st_mtime for n in NEEDED)
     if not debs or debs[-1].stat().st_mtime < newest_input:
-        r = subprocess.run(["sh", str(REPO / "tools" / "mkdeb.sh"), str(BUILD)], cwd=REPO, capture_output=True,
+        r = subprocess.run(["sh", str(REPO / "scripts" / "pkg" / "mkdeb.sh"), str(BUILD)], cwd=REPO, capture_output=True,
                            text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         debs = sorted(BUILD.glob("accelaes_*.deb"))

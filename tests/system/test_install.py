@@ -1,4 +1,4 @@
-"""tests/system/test_install.py: `make install DESTDIR=tmp` installs what the package does (tools/mkdeb.sh): the module
+"""tests/system/test_install.py: `make install DESTDIR=tmp` installs what the package does (scripts/pkg/mkdeb.sh): the module
 into MODULESDIR, accelaes-conf, accelaes-stat and accelaes-files into PREFIX/bin, the man pages, and
 PREFIX/share/accelaes/accelaes.cnf naming the installed module by its absolute path (no DESTDIR in it);
 `make uninstall DESTDIR=tmp` removes every file again. Nothing is built: the build tree must be made already."""

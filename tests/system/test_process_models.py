@@ -7,7 +7,7 @@ loading process itself under a filter that refuses with EPERM (threads, eventfd:
 build/tests/test_fork_locks: every registered mutex held by another thread across fork, and
 children raising provider errors while other threads raise them too.
 build/tests/test_async_free: a context freed (or re-initialised) while its request waits in a
-paused async job's batch; under tools/sanitize.sh asan this runs against the ASan build."""
+paused async job's batch; under scripts/ci/sanitize.sh asan this runs against the ASan build."""
 
 import pytest
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "scripts"))
 
 # A stand-in for the openssl command: answers `list`, `version` and `speed -mr` at once with fixed figures.
 FAKE_OPENSSL = r"""#!/bin/sh
@@ -31,7 +31,7 @@ def test_speed_writes_under_build(tmp_path):
     fake.chmod(0o755)
     env = dict(os.environ, OPENSSL=str(fake), SPEED_PROVIDER="default", SPEED_ROUNDS="1")
     env.pop("SPEED_OUT", None)
-    r = subprocess.run(["sh", str(REPO / "bench" / "speed.sh")], cwd=tmp_path, env=env, capture_output=True,
+    r = subprocess.run(["sh", str(REPO / "bench" / "scripts" / "speed.sh")], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "build" / "results" / "speed-latest.md"
@@ -49,7 +49,7 @@ def test_speed_plot_colours_and_legend(tmp_path):
     if os.environ.get("ACCELAES_SANITIZER"):
         pytest.skip("python exited without a report when matplotlib loaded under the preloaded sanitizer runtime: "
                     "the plain run checks the plot")
-    pytest.importorskip("matplotlib", reason="matplotlib not installed (sh tools/install-deps.sh bench)")
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (sh scripts/dev/install-deps.sh bench)")
     import matplotlib.pyplot as plt
     import plots
     rows = [{"cipher": f"aes-{b}-ctr", "op": op, "provider": p, "size": s, "median": m * s}

@@ -1,6 +1,6 @@
 """tests/unit/test_gpu_bench_harness.py: issue #16's measurement harness, run here on the CUDA plugin built against the
-CPU emulation (conftest.cuda_mock_plugin): bench/gpu_multi.py (N processes through EVP, provider=accelaes) and
-bench/gpu_issue16.sh (the device session and its summary line). Nothing here measures anything: the checks are
+CPU emulation (conftest.cuda_mock_plugin): bench/scripts/gpu_multi.py (N processes through EVP, provider=accelaes) and
+bench/scripts/gpu_issue16.sh (the device session and its summary line). Nothing here measures anything: the checks are
 that the output parses, every worker's correctness checks ran and passed, accelaes-stat counted the bytes on the
 GPU path, a run where nothing reached the GPU is a failure, and the summary line has the issue's fields and says
 that an emulation is not a measurement."""
@@ -16,8 +16,8 @@ import pytest
 
 from conftest import BUILD, REPO
 
-MULTI = REPO / "bench" / "gpu_multi.py"
-ISSUE16 = REPO / "bench" / "gpu_issue16.sh"
+MULTI = REPO / "bench" / "scripts" / "gpu_multi.py"
+ISSUE16 = REPO / "bench" / "scripts" / "gpu_issue16.sh"
 ROW = re.compile(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
                  r"\s+(\d+)\s+(ok|FAILED.*)$")
 NUM = r"(\d+\.\d+)"

@@ -1,4 +1,4 @@
-"""tests/unit/test_style.py: tools/style-check.sh (make style) judges only the C lines changed against a base,
+"""tests/unit/test_style.py: scripts/dev/style-check.sh (make style) judges only the C lines changed against a base,
 in a throw-away git repository holding the project's .clang-format: a badly formatted change fails
 naming its file, a well formatted one passes, and a bad line nobody touched never fails."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
-SCRIPT = REPO / "tools" / "style-check.sh"
+SCRIPT = REPO / "scripts" / "dev" / "style-check.sh"
 SH = shutil.which("sh") or "/bin/sh"
 
 GOOD = """\
