@@ -14,7 +14,7 @@
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
-/* The longest a queued request waits for companions (the design card: ~50 us). The wait is
+/* The longest a queued request waits for companions (docs/DESIGN.md: ~50 us). The wait is
  * usually far shorter: a queue flushes when full, when it reaches the size the last batches
  * had, or when a resumed job sees that nobody joined since it paused. */
 #define BATCH_TIMEOUT_NS ACC_BATCH_TIMEOUT_NS

@@ -1,4 +1,4 @@
-/* provider/settings.c: the settings of DESIGN.md, read from the provider's openssl.cnf section
+/* provider/settings.c: the settings of docs/DESIGN.md, read from the provider's openssl.cnf section
  * (through the core's get_params) and overridden by ACCELAES_<NAME> environment variables.
  * A bad value or an unknown key refuses the load with a message that names the setting. */
 #define _GNU_SOURCE   /* secure_getenv */

@@ -1,4 +1,4 @@
-/* provider/settings.h: the settings of DESIGN.md (openssl.cnf section + ACCELAES_* environment),
+/* provider/settings.h: the settings of docs/DESIGN.md (openssl.cnf section + ACCELAES_* environment),
  * parsed once at provider init and kept in the provider context. */
 #ifndef ACCELAES_SETTINGS_H
 #define ACCELAES_SETTINGS_H

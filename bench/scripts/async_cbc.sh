@@ -28,7 +28,7 @@ raw=$(mktemp) || exit 1
 trap 'rm -f "$raw" "/dev/shm$ACCELAES_SHM_NAME"' EXIT INT TERM
 
 # run_one SIDE JOBS: appends "jobs side size bytes_per_s" lines to $raw. The accelaes side loads only
-# accelaes (it brings its own DRBG delegate), exactly as the design card writes the command.
+# accelaes (it brings its own DRBG delegate), exactly as docs/DESIGN.md writes the command.
 run_one() {
     side=$1 jobs=$2
     set -- -mr $ELAPSED -seconds "$SECS" -async_jobs "$jobs"

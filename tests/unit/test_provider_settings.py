@@ -1,4 +1,4 @@
-"""Provider plumbing: gettable provider parameters, the settings of DESIGN.md from openssl.cnf and
+"""Provider plumbing: gettable provider parameters, the settings of docs/DESIGN.md from openssl.cnf and
 from ACCELAES_* environment variables (a bad value or unknown key refuses the load and names the
 setting, never a crash), and the nested-EVP engine that CPUs without AES-NI use."""
 import os
