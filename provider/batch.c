@@ -9,7 +9,7 @@
 #include <sys/eventfd.h>
 #include <openssl/async.h>
 #include "accel/mb.h"
-#include "provider/prov.h"
+#include "provider/err.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 
