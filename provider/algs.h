@@ -28,11 +28,6 @@ const OSSL_ALGORITHM *acc_cipher_query(int *no_cache);
 
 extern const OSSL_ALGORITHM acc_rand_algorithms[];
 
-/* provider/settings.c: read the provider's openssl.cnf section through the core, then the
- * ACCELAES_* environment; 1 on success, 0 (with an error naming the setting) on a bad value. */
-int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
-                      OSSL_FUNC_core_get_params_fn *get_params);
-
 /* provider/prov.c: the private library context holding OpenSSL's default provider (for the
  * DRBG delegate), created at first use. NULL on failure (error raised). */
 OSSL_LIB_CTX *acc_priv_libctx(acc_prov_ctx *prov);

@@ -11,6 +11,7 @@
 #include "accel/mb.h"
 #include "provider/backend.h"
 #include "provider/prov.h"
+#include "provider/err.h"
 #include "scheduler/forksafe.h"
 #include "scheduler/sched.h"
 

@@ -99,7 +99,7 @@ static inline acc_op acc_op_of(acc_mode mode, int enc)
 
 /* Whole blocks of the context's op on the calling thread with its engine; iv is the CBC IV or
  * CTR counter to use and advance. Returns the engine's 1 or 0 and raises nothing: it may run on
- * a pool thread, whose error queue nobody reads; see acc_engine_fail. */
+ * a pool thread, whose error queue nobody reads; see acc_engine_fail (provider/policy.h). */
 static inline int acc_ctx_run(const acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t nblocks,
                               uint8_t iv[16])
 {
@@ -107,10 +107,6 @@ static inline int acc_ctx_run(const acc_cipher_ctx *c, const uint8_t *in, uint8_
 
     return acc_engine_run(c->eng, &r);
 }
-
-/* Raise ACC_R_ENGINE_FAILURE for a block function of c's engine that failed on len bytes, on
- * the thread whose EVP call fails (provider/policy.c). Returns 0, for `return acc_engine_fail()`. */
-int acc_engine_fail(const acc_cipher_ctx *c, size_t len);
 
 /* ---- The cipher core (provider/cipher_core.c) ---- */
 void *acc_cipher_newctx(void *provctx, const acc_cipher_kind *kind);

@@ -44,4 +44,8 @@ int acc_policy_split_xts(const acc_policy *p, size_t len);
  * raised (callers must not raise a second one). */
 int acc_policy_blocks(struct acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t len);
 
+/* Raise ACC_R_ENGINE_FAILURE for a block function of c's engine that failed on len bytes, on
+ * the thread whose EVP call fails. Returns 0, for `return acc_engine_fail()`. */
+int acc_engine_fail(const struct acc_cipher_ctx *c, size_t len);
+
 #endif

@@ -1,5 +1,6 @@
 /* provider/prov.c: OSSL_provider_init, the provider context, its gettable parameters,
- * the operation query and the error-reason table. Read top to bottom. */
+ * the operation query, and the core handle errors go through before the texts are registered
+ * (provider/err.c). Read top to bottom. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -18,83 +19,25 @@
 
 /* ======================== Errors ======================== */
 
-/* Core functions for errors: libcrypto's, the same for every load of the module, so one copy is
- * right. The handle is not: it is the OSSL_PROVIDER of one load, freed with it (core_vset_error
- * reads its error library number), and the module outlives it (sched.c pins it). So errors go
- * through the handle of a load that is still alive: the live provider contexts, newest first. */
+/* Where the process-wide texts could not be registered (acc_err_register: the code linked into a
+ * program), errors go through the core handle of a load that is still alive: the live provider
+ * contexts, newest first. The core functions are libcrypto's, the same for every load, so one copy
+ * is right; the handle is not: it is the OSSL_PROVIDER of one load, freed with it (core_vset_error
+ * reads its error library number), and the module outlives it (sched.c pins it). */
 static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
 ACC_FORK_SAFE(&err_lock, 1, "provider errors", ACC_RANK_ERR, ACC_FORK_HOLD);
 static acc_prov_ctx *live_provs;
 static OSSL_FUNC_core_new_error_fn *c_new_error;
 static OSSL_FUNC_core_vset_error_fn *c_vset_error;
 
-/* The texts of accelaes's own reasons. A code made with ACC_PROV_R is ERR_LIB_PROV's, and its text
- * is libcrypto's: it never reaches this table. */
-static const OSSL_ITEM reason_strings[] = {
-    { ACC_R_WRONG_FINAL_BLOCK_LENGTH, "wrong final block length" },
-    { ACC_R_INVALID_PARAMETER, "invalid parameter" },
-    { ACC_R_INVALID_SETTING, "invalid accelaes setting" },
-    { ACC_R_TLS_RECORD, "invalid tls record" },
-    { ACC_R_ENGINE_FAILURE, "aes engine failure" },
-    { ACC_R_LENGTH_TOO_LARGE, "length too large" },
-    { ACC_R_NULL_POINTER, "null pointer" },
-    { ACC_R_MALLOC_FAILURE, "malloc failure" },
-    { ACC_R_NOT_INITIALISED, "cipher not initialised" },
-    { ACC_R_RAND_FAILURE, "random generator failure" },
-    { ACC_R_PIPELINE, "invalid cipher pipeline operation" },
-    { 0, NULL }
-};
-
-/* accelaes's own reasons go under one error library number for the whole process, its texts
- * registered once and never unloaded (the module is pinned). libcrypto gives every provider object
- * (each load of any provider, also the default in each new library context) the next number and
- * packs it into 8 bits: after 128 numbers a new load's number aliases a live load's, loads its texts
- * over the live one's and deletes them at its unload (ERR_unload_strings), so a long-lived load's
- * errors lost their reason text after many loads and unloads. Per-load texts (the core's
- * get_reason_strings) remain only where no number could be had here. */
-#define OWN_NSTR (sizeof(reason_strings) / sizeof(reason_strings[0]))
-static ERR_STRING_DATA own_strings[OWN_NSTR + 1];
-static int own_lib;
-static pthread_once_t own_once = PTHREAD_ONCE_INIT;
-
-static void own_strings_register(void)
+/* acc_raise's hook (provider/err.h) */
+static void raise_via_handle(int reason, const char *fmt, va_list ap)
 {
-    Dl_info info;
-    int lib = 0;
-
-    /* libcrypto keeps pointers to these texts: only from a module pinned in memory (as sched.c
-     * pins it); where the pin cannot be had (the code linked into a program), per-load texts stay */
-    if (dladdr((void *)own_strings, &info) == 0 || info.dli_fname == NULL
-        || (info.dli_fname[0] != '\0' && dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE) == NULL))
-        return;
-    /* a number whose low 8 bits alias one of OpenSSL's own libraries (< ERR_LIB_USER) is passed over */
-    for (int tries = 0; tries < 256 && (lib & 0xff) < ERR_LIB_USER; tries++)
-        lib = ERR_get_next_error_library();
-    if ((lib & 0xff) < ERR_LIB_USER)
-        return;
-    own_strings[0].error = ERR_PACK(lib, 0, 0);
-    own_strings[0].string = "accelaes";
-    for (size_t i = 0; reason_strings[i].id != 0; i++) {
-        own_strings[i + 1].error = ERR_PACK(lib, 0, reason_strings[i].id);
-        own_strings[i + 1].string = reason_strings[i].ptr;
-    }
-    if (ERR_load_strings_const(own_strings))
-        own_lib = lib;
-}
-
-void acc_raise(int reason, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (ERR_GET_LIB((unsigned long)reason) == 0 && own_lib != 0) /* not ACC_PROV_R's ERR_LIB_PROV */
-        reason = (int)ERR_PACK(own_lib, 0, reason);
     /* held while raising, so that the handle's provider cannot be torn down meanwhile */
     pthread_mutex_lock(&err_lock);
     if (live_provs != NULL && c_new_error != NULL && c_vset_error != NULL) {
-        va_start(ap, fmt);
         c_new_error(live_provs->handle);
         c_vset_error(live_provs->handle, (uint32_t)reason, fmt, ap);
-        va_end(ap);
     }
     pthread_mutex_unlock(&err_lock);
 }
@@ -347,10 +290,11 @@ static const OSSL_ALGORITHM *prov_query(void *vprov, int operation_id, int *no_c
 static const OSSL_ITEM *prov_reason_strings(void *vprov)
 {
     (void)vprov;
-    return reason_strings;
+    return acc_err_reason_strings();
 }
 
-/* prov_dispatch_texts adds the per-load reason texts: only where own_strings could not be registered. */
+/* prov_dispatch_texts adds the per-load reason texts: only where acc_err_register could not register
+ * them for the process. */
 static const OSSL_DISPATCH prov_dispatch[] = {
     { OSSL_FUNC_PROVIDER_TEARDOWN, (void (*)(void))prov_teardown },
     { OSSL_FUNC_PROVIDER_GETTABLE_PARAMS, (void (*)(void))prov_gettable_params },
@@ -406,6 +350,7 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     if (prov == NULL)
         return 0;
     prov->handle = handle;
+    acc_err_set_hook(raise_via_handle);
     live_add(prov);   /* first: the failures below raise errors through this handle */
     prov->libctx = c_get_libctx != NULL ? (OSSL_LIB_CTX *)c_get_libctx(handle) : NULL;
     if (!acc_settings_read(&prov->settings, handle, c_get_params)) {
@@ -424,8 +369,8 @@ int OSSL_provider_init(const OSSL_CORE_HANDLE *handle, const OSSL_DISPATCH *in,
     acc_sched_configure(&sc);
     acc_sched_attach();   /* also installs the fork handlers and pins the module */
 
-    pthread_once(&own_once, own_strings_register); /* a load that got this far stays mapped */
-    *out = own_lib != 0 ? prov_dispatch : prov_dispatch_texts;
+    /* a load that got this far stays mapped */
+    *out = acc_err_register((void *)c_new_error) ? prov_dispatch : prov_dispatch_texts;
     *provctx = prov;
     return 1;
 }

@@ -14,8 +14,9 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/params.h>
-#include "provider/algs.h"
 #include "provider/backend.h"
+#include "provider/err.h"
+#include "provider/settings.h"
 
 /* Default crossover from inline to the split path: below it, waking a pool thread costs more than
  * the second core saves (how 256 KiB was measured is not recorded: bench/results/engine-notes.md). */

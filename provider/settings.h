@@ -4,6 +4,8 @@
 #define ACCELAES_SETTINGS_H
 
 #include <stddef.h>
+#include <openssl/core.h>
+#include <openssl/core_dispatch.h>
 
 /* backend: auto, cpu, or a device backend asked for by its setting name (provider/backends.c),
  * stored as ACC_BACKEND_DEVICE + its index in that table (provider/backend.h names them). */
@@ -17,5 +19,10 @@ typedef struct acc_settings {
     size_t gpu_min;       /* bytes from which a request may go to the GPU; 0 = calibrate at first use */
     int shm;              /* -1 auto, 0 off, 1 on */
 } acc_settings;
+
+/* provider/settings.c: read the provider's openssl.cnf section through the core, then the
+ * ACCELAES_* environment; 1 on success, 0 (with an error naming the setting) on a bad value. */
+int acc_settings_read(acc_settings *s, const OSSL_CORE_HANDLE *handle,
+                      OSSL_FUNC_core_get_params_fn *get_params);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "provider/backend.h"
 #include "provider/cipher_ctx.h"
+#include "provider/policy.h"
 #include "scheduler/sched.h"
 
 /* A split piece is at least this large: below it, handing it out costs more than it saves. */
