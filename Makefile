@@ -28,7 +28,7 @@ endif
 # OpenMP is used only by the seed-style comparison program in bench/.
 CFLAGS := $(CFLAGS_BASE) $(EXTRA_CFLAGS)
 
-CORE_SRC := $(wildcard provider/*.c accel/cpu/*.c scheduler/*.c)
+CORE_SRC := $(wildcard provider/*/*.c accel/cpu/*.c scheduler/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 # The legacy ENGINE API, for the exit tests' engine (tests/fake_engine.c, tests/c/test_exit_engine.c) only:
 # OpenSSL 4.0 removed it (its engine.h is left for source compatibility, with OPENSSL_NO_ENGINE defined and
@@ -86,7 +86,7 @@ deps:
 test-deps:
 	@sh scripts/dev/install-deps.sh test
 
-$(BUILD)/obj/%.o: %.c $(wildcard */*.h accel/*/*.h provider/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard */*.h accel/*/*.h provider/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -94,8 +94,8 @@ $(BUILD)/libaccelaes.a: $(CORE_OBJ)
 	@mkdir -p $(BUILD)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/accelaes.so: $(CORE_OBJ) provider/accelaes.map
-	$(CC) -shared -Wl,--version-script=provider/accelaes.map -Wl,-z,defs -o $@ $(CORE_OBJ) $(LDLIBS)
+$(BUILD)/accelaes.so: $(CORE_OBJ) provider/entry/accelaes.map
+	$(CC) -shared -Wl,--version-script=provider/entry/accelaes.map -Wl,-z,defs -o $@ $(CORE_OBJ) $(LDLIBS)
 
 $(BUILD)/accelaes-stat: tools/accelaes-stat.c $(wildcard tools/stat_*.c tools/stat.h) $(BUILD)/libaccelaes.a
 	$(CC) $(CFLAGS) -fvisibility=default -o $@ $< $(wildcard tools/stat_*.c) $(BUILD)/libaccelaes.a $(LDLIBS)

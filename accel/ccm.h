@@ -1,5 +1,5 @@
 /* accel/ccm.h: the CCM engine interface, the hardware table the AEAD layer's CCM
- * (provider/cipher_ccm.c) runs on. CCM is CBC-MAC over B0, the AAD and the plaintext, and CTR
+ * (provider/cipher/cipher_ccm.c) runs on. CCM is CBC-MAC over B0, the AAD and the plaintext, and CTR
  * for the data and the tag; its message length is fixed before the AAD (B0 holds it).
  * The state follows the default provider's CCM128 state step by step (a counter/B0 block, a
  * MAC block), so that its misuse cases (a second AAD replaces the first, a length mismatch

@@ -1,6 +1,6 @@
 /* accel/gcm.h: the GCM engine interface. GCM is not a block operation (accel/engine.h): its
  * GHASH runs over the whole message, so an engine here holds one key and one message at a time
- * (the cipher context's), and the provider (provider/cipher_gcm.c) keeps the EVP semantics: IV
+ * (the cipher context's), and the provider (provider/cipher/cipher_gcm.c) keeps the EVP semantics: IV
  * states, AAD gathering, the tag's length and its check, the TLS record mode. */
 #ifndef ACCELAES_GCM_H
 #define ACCELAES_GCM_H
@@ -42,7 +42,7 @@ typedef struct acc_gcm_engine {
     int (*start)(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen);
     int (*update)(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len);
     int (*finish)(acc_gcm_state *s, uint8_t *tag, size_t taglen);
-    /* The split (provider/gcm_split.c), optional (NULL: this engine's updates never split). Only
+    /* The split (provider/cipher/gcm_split.c), optional (NULL: this engine's updates never split). Only
      * at a block boundary of the data (the data so far a multiple of 16, which the provider
      * knows from its own count); GHASH values in GCM's byte order (as a tag's).
      *  - split_get: the GHASH so far (AAD and data), the counter block of the next data block

@@ -331,7 +331,7 @@ static int async_update(void *v)
 
 /* One update on every pair at once: accelaes's inside ASYNC jobs resumed in turn, as an
  * application with several jobs in flight does (CBC-encrypt is then queued and run in
- * multi-buffer lanes, provider/batch.c), the default's directly; each compared as usual. */
+ * multi-buffer lanes, provider/route/batch.c), the default's directly; each compared as usual. */
 void fz_op_async(fz_run *R)
 {
     unsigned f = fz_u8(&R->r), seed = fz_u16(&R->r);

@@ -10,9 +10,9 @@
 set -e
 cd "$(dirname "$0")/.."
 B=build/fuzz
-CORE_SRC=$(ls provider/*.c accel/cpu/*.c scheduler/*.c)
+CORE_SRC=$(ls provider/*/*.c accel/cpu/*.c scheduler/*.c)
 HARNESS="fuzz/fuzz_diff.c fuzz/fuzz_data.c fuzz/fuzz_side.c fuzz/fuzz_params.c fuzz/fuzz_aead.c"
-HEADERS=$(ls */*.h accel/*/*.h provider/*.h fuzz/*.h 2>/dev/null)
+HEADERS=$(ls */*.h accel/*/*.h provider/*/*.h fuzz/*.h 2>/dev/null)
 DEFS="-I. -DHAVE_IPSECMB=1 -DHAVE_NUMA=1"
 LIBS="-lcrypto -lpthread -ldl"
 # as the Makefile decides: the header present, unless HAVE_IPSECMB / HAVE_NUMA say otherwise (`make

@@ -29,16 +29,16 @@ typedef struct acc_fork_lock_reg {
 
 /* Ranks: outermost first. acc_raise (err_lock) may be called under any other lock. */
 enum {
-    /* provider/batch.c: the async queues. A cancel holds it while it takes a thread's queue
+    /* provider/route/batch.c: the async queues. A cancel holds it while it takes a thread's queue
      * lock, and a flush holds that queue lock while it counts and takes a unit (sched init). */
     ACC_RANK_BATCH = 5,
     ACC_RANK_POOL = 10,      /* scheduler/pool.c: starting a thread asks the scheduler for units */
     ACC_RANK_SCHED = 20,     /* scheduler/sched.c: initialisation */
-    ACC_RANK_CIPHERS = 30,   /* provider/prov.c: the cipher table, made with the private default (evp engine) */
+    ACC_RANK_CIPHERS = 30,   /* provider/entry/prov.c: the cipher table, made with the private default (evp engine) */
     ACC_RANK_EVP_ENGINE = 40,
-    ACC_RANK_PRIV = 50,      /* provider/prov.c: the private library context */
+    ACC_RANK_PRIV = 50,      /* provider/entry/prov.c: the private library context */
     ACC_RANK_GPU = 60,
-    ACC_RANK_ERR = 90        /* provider/prov.c: raising an error */
+    ACC_RANK_ERR = 90        /* provider/entry/prov.c: raising an error */
 };
 
 #define ACC_FORK_CAT2(a, b) a##b

@@ -33,7 +33,7 @@ typedef enum {
     ACC_EV_RECOVERY = 1,      /* recovered a unit left BUSY by a dead owner (its owner word names a gone thread) */
     ACC_EV_GPU_FALLBACK = 2,  /* a GPU request (or part of one) finished on the CPU */
     /* Not a count but bytes: the tails of GPU requests that the caller ran on the CPU while it
-     * was queued for a GPU unit (provider/gpu.c). They are in the inline bytes too. */
+     * was queued for a GPU unit (provider/route/gpu.c). They are in the inline bytes too. */
     ACC_EV_GPU_TAIL_BYTES = 3,
     ACC_EV_COUNT
 } acc_event;

@@ -1,5 +1,5 @@
 """tests/error_rows_tls.py: the rows of tests/conformance/test_error_codes.py for TLS records: the plain AES
-ciphers with OSSL_CIPHER_PARAM_TLS_VERSION set (provider/tls.c) and the stitched
+ciphers with OSSL_CIPHER_PARAM_TLS_VERSION set (provider/cipher/tls.c) and the stitched
 AES-CBC-HMAC-SHA ciphers (record header, MAC key, records with a bad MAC or padding); and
 ACCELAES_ONLY, the calls where accelaes deliberately answers otherwise than the default provider,
 each with the reason."""
@@ -192,7 +192,7 @@ for _rid, _specs in (("set-multiblock-max-send-fragment-wrong-type",
 
 # TLS1_1_MULTIBLOCK_AAD's refusals (libssl then writes one record at a time): OpenSSL 3.5.9's
 # default checks the interleave and the lengths first, with an error; 3.0.19's takes them and
-# refuses only a short write, TLS 1.0 or a decryption, without one (provider/compat.h)
+# refuses only a short write, TLS 1.0 or a decryption, without one (provider/base/compat.h)
 _MB_AAD = [  # id, enc, version, length field, the parameter's size (the write), interleave
     ("mb-aad-interleave-5", 1, V_TLS1_2, 0, 4 * 16384, 5), ("mb-aad-interleave-12", 1, V_TLS1_2, 0, 4 * 16384, 12),
     ("mb-aad-size-12", 1, V_TLS1_2, 0, 12, 4), ("mb-aad-size-past-4-records", 1, V_TLS1_2, 0, 4 * 16384 + 1, 4),
@@ -322,7 +322,7 @@ def _tls_record(enc, data):
 
 def _default_takes_ctr_num(lc, name):
     """OpenSSL 3.0.19's default takes any num; 3.5.9's refuses one at or past the block size
-    (CTR's is 1), as accelaes then does (provider/compat.h): the row is compared there."""
+    (CTR's is 1), as accelaes then does (provider/base/compat.h): the row is compared there."""
     c = evp.CipherCtx()
     assert c.raw_init(lc.fetch(name, "default"), KEY[:keylen(name)], IV, 1, None)
     ok = c.set_num(16)

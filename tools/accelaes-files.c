@@ -411,7 +411,7 @@ int main(int argc, char **argv)
     r.in_dir = dirs[0];
     r.out_dir = dirs[1];
     r.progress = !quiet && isatty(2);
-    /* Only CBC encryption is serial per stream; the provider batches it alone (provider/batch.c). The other modes
+    /* Only CBC encryption is serial per stream; the provider batches it alone (provider/route/batch.c). The other modes
      * are parallel within a stream and gain nothing from more files in flight, so they keep one per thread. */
     r.inflight = r.enc && strcasestr(cipher, "-cbc") != NULL ? inflight : 1;
     r.piece = r.inflight > 1 ? PIECE_ASYNC : PIECE_SYNC;

@@ -247,7 +247,7 @@ static int run_transform(struct slot *s)
 /* Many files in flight on this thread, in rounds: first the I/O of every file (write the piece transformed last
  * round, read the next; a file that ends is finished and its slot takes the next file), then every file's cipher
  * update, each in an ASYNC job, one right after another. The provider queues a CBC-encrypt update made inside a
- * job and pauses the job (provider/batch.c), so the round's updates meet in its multi-buffer lanes: the queue runs
+ * job and pauses the job (provider/route/batch.c), so the round's updates meet in its multi-buffer lanes: the queue runs
  * when it is full, or when a resumed job finds that nobody joined since it paused, which is what resuming the
  * paused jobs in turn does once all have been started. The I/O stays outside the jobs, so that a job runs the EVP
  * update alone (OpenSSL 3.0 gives a job a 32 KiB stack) and so that the updates are not spread out by reads and

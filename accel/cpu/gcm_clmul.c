@@ -1,4 +1,4 @@
-/* accel/cpu/gcm_clmul.c: the GCM arithmetic the split (provider/gcm_split.c) needs besides the
+/* accel/cpu/gcm_clmul.c: the GCM arithmetic the split (provider/cipher/gcm_split.c) needs besides the
  * engine's own: a GF(2^128) product (to combine the GHASH of ranges hashed apart), powers of H,
  * and the keystream counted with GCM's inc32 on the CTR engine.
  *

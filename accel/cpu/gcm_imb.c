@@ -152,7 +152,7 @@ static int imb_finish(acc_gcm_state *s, uint8_t *tag, size_t taglen)
     return ok;
 }
 
-/* ---- The split's hooks (accel/gcm.h, provider/gcm_split.c) ----
+/* ---- The split's hooks (accel/gcm.h, provider/cipher/gcm_split.c) ----
  * They read and write intel-ipsec-mb's struct gcm_context_data, whose layout is public
  * (intel-ipsec-mb.h: the same fields in 1.3 and 2.0) but whose meaning is the library's; checked
  * for 1.3.0 and 2.0 (SSE, AVX2 and AVX512/VAES code paths keep the one format, a context being

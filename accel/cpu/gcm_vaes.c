@@ -204,7 +204,7 @@ static int gv_set_dir(acc_gcm_state *s, int enc)
     return 1;
 }
 
-/* ---- The split's hooks (accel/gcm.h, provider/gcm_split.c) ----
+/* ---- The split's hooks (accel/gcm.h, provider/cipher/gcm_split.c) ----
  * The state is ours, so they read and write it directly: the split happens only between whole
  * blocks (no partial block open), where x and ctr are exactly "after these blocks". */
 

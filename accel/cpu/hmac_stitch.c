@@ -1,7 +1,7 @@
 /* accel/cpu/hmac_stitch.c: the stitched ciphers' kernels: per 64 bytes, one SHA-1 or SHA-256 block
  * (SHA-NI) and four AES-CBC blocks (AES-NI), so that the SHA rounds run in the idle slots of the
  * latency-bound CBC chain. The record logic around them (what is hashed, the MAC state) is the
- * cipher's: provider/cipher_hmac_stitch.c, through accel/hmac_stitch.h. */
+ * cipher's: provider/cipher/cipher_hmac_stitch.c, through accel/hmac_stitch.h. */
 #include <string.h>
 #include <immintrin.h>
 #include <openssl/crypto.h>

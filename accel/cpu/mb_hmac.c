@@ -1,5 +1,5 @@
 /* accel/cpu/mb_hmac.c: many HMAC-SHA1 / HMAC-SHA256 messages under one key in intel-ipsec-mb's
- * lanes: the MACs of the stitched ciphers' multiblock records (provider/cipher_hmac_multi.c).
+ * lanes: the MACs of the stitched ciphers' multiblock records (provider/cipher/cipher_hmac_multi.c).
  *
  * Its own manager, not mb.c's: mb.c's is the widest one init_mb_mgr_auto picks (VAES lanes for
  * CBC), whose SHA runs in AVX-512 lanes; on a CPU with SHA-NI the SSE manager runs two SHA-NI

@@ -86,7 +86,7 @@ times=$( { /usr/bin/time -f "TIMES %U %S %e %w %c" "$OPENSSL" speed $ELAPSED -se
              "wall $3 s, $4 voluntary and $5 involuntary context switches (few voluntary ones: the process" \
              "never sleeps; wall above user+system is time the shared machine gave to other processes)"
     fi
-    echo "- requests under 768 bytes are never batched (provider/policy.c BATCH_MIN): those columns" \
+    echo "- requests under 768 bytes are never batched (provider/route/policy.c BATCH_MIN): those columns" \
          "measure the provider's inline path, not batching"
     echo
     for j in $JOBS; do

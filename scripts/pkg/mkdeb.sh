@@ -17,7 +17,7 @@ for f in accelaes.so accelaes-stat accelaes-files accelaes-conf; do
 done
 arch=$(dpkg --print-architecture)
 modulesdir=$("$OPENSSL" version -m | sed 's/.*"\(.*\)"/\1/')
-base=$(sed -n 's/^#define ACC_PROV_VERSION "\(.*\)"/\1/p' provider/prov.h)
+base=$(sed -n 's/^#define ACC_PROV_VERSION "\(.*\)"/\1/p' provider/route/prov.h)
 if [ -z "${DEB_VERSION:-}" ]; then
   DEB_VERSION=$base
   if git rev-parse --git-dir >/dev/null 2>&1; then

@@ -1,4 +1,4 @@
-/* tests/c/test_async_batch.c: async-job batching (provider/batch.c) driven directly with
+/* tests/c/test_async_batch.c: async-job batching (provider/route/batch.c) driven directly with
  * ASYNC_start_job and cipher contexts filled here: random mixes of jobs, key sizes, lengths
  * and in-place use, every stream checked against OpenSSL's default provider; what is never
  * taken (outside jobs, other modes, small, foreign key schedules); ASYNC_block_pause. */

@@ -18,8 +18,8 @@
 #include <openssl/rand.h>
 #include "accel/engine.h"
 #include "accel/mb.h"
-#include "provider/batch.h"
-#include "provider/cipher_ctx.h"
+#include "provider/route/batch.h"
+#include "provider/route/cipher_ctx.h"
 
 /* Each including test uses only some of these helpers. */
 #pragma GCC diagnostic push

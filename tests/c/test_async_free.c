@@ -163,7 +163,7 @@ static void run_thread(void *(*fn)(void *))
 }
 
 /* argv[1]: the cipher (AES-128-CBC; the stitched AES-128-CBC-HMAC-SHA1 goes through
- * provider/cipher_hmac.c's context and free, and the same batch). */
+ * provider/cipher/cipher_hmac.c's context and free, and the same batch). */
 int main(int argc, char **argv)
 {
     const char *name = argc > 1 ? argv[1] : "AES-128-CBC";

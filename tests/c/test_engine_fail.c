@@ -27,7 +27,7 @@
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include "accel/engine.h"
-#include "provider/prov.h"
+#include "provider/route/prov.h"
 #include "scheduler/sched.h"
 
 extern OSSL_provider_init_fn OSSL_provider_init;

@@ -19,7 +19,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
-#include "provider/prov.h"
+#include "provider/route/prov.h"
 
 extern OSSL_provider_init_fn OSSL_provider_init;
 

@@ -124,7 +124,7 @@ static void wrap(const acc_gcm_engine *v, const acc_gcm_engine *r, uint64_t befo
     free(pt), free(cv), free(cr), free(back);
 }
 
-/* split_get / split_range / split_put (as provider/gcm_split.c uses them, one range) against a
+/* split_get / split_range / split_put (as provider/cipher/gcm_split.c uses them, one range) against a
  * plain update of the same message; decrypting, the tag is the one the plaintext encrypts to. */
 static void split_self(const acc_gcm_engine *v, size_t head, size_t nblocks, int enc)
 {

@@ -1,4 +1,4 @@
-/* tests/c/test_gcm_split.c: the pieces of the GCM split (provider/gcm_split.c) with crafted states,
+/* tests/c/test_gcm_split.c: the pieces of the GCM split (provider/cipher/gcm_split.c) with crafted states,
  * where a whole message through the provider cannot reach them (a 2^32-block counter wrap needs a
  * J0 whose low word is near 0xffffffff, which no IV can be searched for):
  *  - acc_gf128_mul / acc_gf128_pow against a bitwise reference of GCM's product (SP 800-38D, Alg. 1);

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "provider/gpu.h"
+#include "provider/route/gpu.h"
 
 #include "tests/c/check.h"
 

@@ -11,7 +11,7 @@
 #include <openssl/params.h>
 #include <openssl/provider.h>
 
-#include "provider/cipher_hmac.h"
+#include "provider/cipher/cipher_hmac.h"
 #include "tests/c/test_hmac_common.h"
 
 extern OSSL_provider_init_fn OSSL_provider_init;

@@ -14,7 +14,7 @@
 #define acc_hmac_sha1        ct_hmac_sha1
 #define acc_hmac_sha256      ct_hmac_sha256
 #define acc_hmac_stitch_usable ct_hmac_stitch_usable
-#include "provider/cipher_hmac_record.c"
+#include "provider/cipher/cipher_hmac_record.c"
 #undef acc_policy_blocks
 #undef acc_raise
 #undef acc_hmac_set_mac_key

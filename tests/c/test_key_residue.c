@@ -148,7 +148,7 @@ static void stitched(const char *name, uint8_t *a, uint8_t *b)
     EVP_CIPHER_free(ci);
 }
 
-/* ASYNC jobs, each a CBC encryption under its own key: what provider/batch.c runs in lanes. */
+/* ASYNC jobs, each a CBC encryption under its own key: what provider/route/batch.c runs in lanes. */
 typedef struct job { EVP_CIPHER *c; uint8_t k[32]; uint8_t *in, *out; size_t len; int ok; } job;
 
 static int job_fn(void *arg)

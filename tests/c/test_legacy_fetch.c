@@ -127,7 +127,7 @@ int main(void)
         EVP_CIPHER_CTX_free(ctx);
     }
     /* What accelaes does not serve still works: from the default provider ("?" is a preference), or,
-     * where libcrypto has EVP_SKEY (3.5+), from accelaes's delegate to it (provider/cipher_delegate.c). */
+     * where libcrypto has EVP_SKEY (3.5+), from accelaes's delegate to it (provider/cipher/cipher_delegate.c). */
     {
         unsigned char key[16] = { 0 }, iv[12] = { 0 };
         EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "accel/engine.h"
 #include "accel/gpu_plugin.h"
-#include "provider/policy.h"
+#include "provider/route/policy.h"
 
 #include "tests/c/check.h"
 

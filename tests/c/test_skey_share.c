@@ -7,9 +7,9 @@
 #include <openssl/core_dispatch.h>
 #include <openssl/evp.h>
 #include <openssl/provider.h>
-#include "provider/cipher_ctx.h"
-#include "provider/prov.h"
-#include "provider/skey.h"
+#include "provider/route/cipher_ctx.h"
+#include "provider/route/prov.h"
+#include "provider/route/skey.h"
 #include "tests/c/check.h"
 
 extern OSSL_provider_init_fn OSSL_provider_init;

@@ -1,4 +1,4 @@
-/* tests/c/test_tls_ct.c: provider/tls.c's record unpadding against a plain reference, and -
+/* tests/c/test_tls_ct.c: provider/cipher/tls.c's record unpadding against a plain reference, and -
  * under valgrind - proof that it never branches on or indexes by the decrypted bytes (ctgrind). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 #define acc_cipher_check_record_len ct_check_record_len
 #define acc_tls_dup            ct_tls_dup
 #define acc_tls_cleanup        ct_tls_cleanup
-#include "provider/tls.c"
+#include "provider/cipher/tls.c"
 
 static int raised;
 

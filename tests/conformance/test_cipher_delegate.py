@@ -1,6 +1,6 @@
 """tests/conformance/test_cipher_delegate.py: on OpenSSL 3.5+ accelaes offers every AES cipher of the running default
 provider that it does not serve itself (OCB, CFB, OFB, wrap, SIV, ... whatever the release has) as a
-delegate to the default's own functions (provider/cipher_delegate.c), so that an application's EVP_SKEY,
+delegate to the default's own functions (provider/cipher/cipher_delegate.c), so that an application's EVP_SKEY,
 imported from accelaes where accelaes is preferred, works with every AES mode (tests/conformance/test_skey.py). A delegate
 must be the default itself: the same bytes, the same errors in the same order, the same parameter lists.
 On a libcrypto without EVP_SKEY (3.0) nothing is delegated."""

@@ -33,14 +33,14 @@ from libcrypto import LIBCRYPTO
 
 CASES = [(rid, name) for rid, (ciphers, _fn) in errcmp.ROWS.items() for name in ciphers]
 
-# The stitched ciphers' rows that differ from the default (none since provider/cipher_hmac.c
+# The stitched ciphers' rows that differ from the default (none since provider/cipher/cipher_hmac.c
 # raises the default's reasons): a row listed here is expected to fail, strictly.
 PENDING_CIPHER_HMAC_C = set()
 
 
 def _marks(rid, name):
     if rid in PENDING_CIPHER_HMAC_C and name in errcmp.STITCHED:
-        return [pytest.mark.xfail(strict=True, reason="provider/cipher_hmac.c still raises accelaes's "
+        return [pytest.mark.xfail(strict=True, reason="provider/cipher/cipher_hmac.c still raises accelaes's "
                                   "own reason here (the change is asked of its owner)")]
     return []
 

@@ -1,4 +1,4 @@
-"""tests/conformance/test_gcm_split.py: the GCM split (provider/gcm_split.c: counter blocks on the pool, GHASH per
+"""tests/conformance/test_gcm_split.py: the GCM split (provider/cipher/gcm_split.c: counter blocks on the pool, GHASH per
 range combined) against the default provider, in a child process with its own scheduler segment,
 ACCELAES_BACKEND=cpu and ACCELAES_SPLIT_MIN=4096 (the policy raises it to two 32 KiB pieces): random
 messages of many sizes with the AAD and the data cut into updates of every kind (tiny, odd, whole

@@ -1,5 +1,5 @@
 """tests/conformance/test_pipeline.py: OpenSSL 3.5's cipher pipeline API (EVP_CipherPipelineEncryptInit/DecryptInit/Update/
-Final, "pipeline-tag") on accelaes's AES-GCM (provider/cipher_gcm_pipe.c). Each pipe's ciphertext and tag must
+Final, "pipeline-tag") on accelaes's AES-GCM (provider/cipher/cipher_gcm_pipe.c). Each pipe's ciphertext and tag must
 equal the default provider's single-message EVP results, for N = 1..32 pipes of random sizes and AAD; decryption
 must give the plaintext back and fail where one pipe's tag is wrong; misuse must fail with an error queued, never
 crash. The pipeline functions are offered exactly where the running libcrypto has the API (3.5+), decided at run

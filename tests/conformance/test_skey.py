@@ -296,7 +296,7 @@ SERVED = ["AES-128-ECB", "AES-128-CBC", "AES-128-CTR", "AES-128-GCM", "AES-128-C
           "AES-128-CBC-HMAC-SHA256"]
 # AES modes accelaes does not serve: the key, imported as the application asks (no property query), comes from
 # accelaes's key management (conf/accelaes.cnf prefers accelaes), and 3.5's EVP_CipherInit_SKEY refuses a key from
-# another provider than the cipher's: accelaes offers these as delegates to the default (provider/cipher_delegate.c).
+# another provider than the cipher's: accelaes offers these as delegates to the default (provider/cipher/cipher_delegate.c).
 UNSERVED = ["AES-128-OCB", "AES-128-CFB", "AES-128-OFB", "AES-128-WRAP"]
 
 

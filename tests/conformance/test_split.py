@@ -1,4 +1,4 @@
-"""tests/conformance/test_split.py: the split path (provider/policy.c split_run over scheduler/pool.c's ranges)
+"""tests/conformance/test_split.py: the split path (provider/route/policy.c split_run over scheduler/pool.c's ranges)
 while other processes keep the cores busy: every byte and the updated IV equal the default
 provider's, in place and not, for CTR (counters about to carry past 2^64 and 2^128), ECB and
 CBC decryption with non-zero IVs, at sizes that are and are not whole grains; and the pool's range

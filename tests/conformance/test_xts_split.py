@@ -1,4 +1,4 @@
-"""tests/conformance/test_xts_split.py: one XTS data unit split over the pool (provider/xts_split.c): grains
+"""tests/conformance/test_xts_split.py: one XTS data unit split over the pool (provider/route/xts_split.c): grains
 start at T*x^b, the stealing tail runs after them on the caller. Against the default provider in a
 child process with split_min 4096 (policy.c raises it to 64 KiB), sizes around grain edges (the
 grain is a multiple of 64 blocks), with and without stealing, in place and not, both directions

@@ -122,7 +122,7 @@ def test_list_cipher_algorithms(openssl_bin, openssl_env):
                                                  "AES-256-XTS", "AES-128-CCM", "AES-192-CCM", "AES-256-CCM"}}
         assert len(new) == 8, new
         # where libcrypto has EVP_SKEY (3.5+), every other AES cipher of the default too, as a delegate to it
-        # (provider/cipher_delegate.c: an application's AES key is accelaes's and must fit every AES mode)
+        # (provider/cipher/cipher_delegate.c: an application's AES key is accelaes's and must fit every AES mode)
         delegated = set()
         if evp.C.OpenSSL_version_num() >= 0x30500000:
             delegated = {e for e in ref if any(n.startswith("AES") for n in e)} - nine - stitched - new

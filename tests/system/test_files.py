@@ -436,7 +436,7 @@ def test_cbc_encrypt_fills_the_lanes(tool, require_provider, openssl_env, tmp_pa
     multi-buffer batch, as build/accelaes-stat --json shows for a segment of this test's own; with --no-async it ran
     none there. Both outputs decrypt to the inputs."""
     if require_provider != "accelaes":
-        pytest.skip("the multi-buffer batch is accelaes's (provider/batch.c)")
+        pytest.skip("the multi-buffer batch is accelaes's (provider/route/batch.c)")
     if not STAT.exists():
         pytest.skip(f"{STAT} is not built (run `make build-only`)")
     require_lanes()

@@ -156,7 +156,7 @@ def test_docs_list_what_the_configuration_routes(repo_root):
     delegates = registered - documented
     assert not documented - registered, f"documented, not registered: {sorted(documented - registered)}"
     # Where the running libcrypto has opaque keys (EVP_SKEY_import), accelaes also registers the default's
-    # other AES ciphers as delegates (provider/cipher_delegate.c; the docs' "delegates" row says so): each
+    # other AES ciphers as delegates (provider/cipher/cipher_delegate.c; the docs' "delegates" row says so): each
     # must then be a cipher the default provider itself offers. Elsewhere there are none.
     if hasattr(ctypes.CDLL(LIBCRYPTO), "EVP_SKEY_import"):
         assert "delegates" in m.group(1), "the routed list does not say what the delegates are"

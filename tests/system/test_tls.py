@@ -147,7 +147,7 @@ SUITES = ["AES128-SHA", "AES256-SHA256", "AES128-SHA256", "ECDHE-RSA-AES256-SHA3
 # Without encrypt-then-MAC, libssl (TLS 1.0-1.2) replaces AES-CBC + HMAC-SHA1/SHA256 by the
 # "stitched" AES-*-CBC-HMAC-SHA* ciphers, which accelaes offers as well. HMAC-SHA384 has no
 # stitched cipher, so ECDHE-RSA-AES256-SHA384 -no_etm is the MAC-then-encrypt case that
-# provider/tls.c serves.
+# provider/cipher/tls.c serves.
 
 
 def transfer(site, args):
@@ -330,7 +330,7 @@ def test_tampered_record_is_refused(site, suite, etm, back):
     """One flipped bit in a server record: the client must fail with bad_record_mac, never
     deliver the data. back=17 flips the padding-length byte (through the previous block), 5000
     a payload byte. With encrypt-then-MAC libssl rejects the record before decrypting; with
-    MAC-then-encrypt (SHA384) provider/tls.c decrypts it, checks the padding in constant time
+    MAC-then-encrypt (SHA384) provider/cipher/tls.c decrypts it, checks the padding in constant time
     and hands libssl a MAC that cannot match (a random one when the padding is bad)."""
     proxy = FlipProxy(site["server"].port, nth=3, back=back)
     proxy.start()
@@ -346,7 +346,7 @@ def test_tampered_record_is_refused(site, suite, etm, back):
     assert stat_total(site["env"]) - before > 0, "the records did not go through accelaes"
 
 
-# ---------------------------------------------------------------- provider/tls.c on its own
+# ---------------------------------------------------------------- provider/cipher/tls.c on its own
 
 def c_test(name):
     path = BUILD / "tests" / name

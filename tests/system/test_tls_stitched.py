@@ -83,7 +83,7 @@ def site(tmp_path_factory):
         env["OPENSSL_MODULES"] = MODULES
     if not module_offers_stitched(env):
         pytest.skip(f"{tls.MODULE} does not offer AES-128-CBC-HMAC-SHA1: prov.c's cipher query "
-                    "must return the stitched rows of provider/ciphers.c too")
+                    "must return the stitched rows of provider/cipher/ciphers.c too")
     plain = {k: v for k, v in os.environ.items() if k not in ("OPENSSL_CONF", "OPENSSL_MODULES")}
     subprocess.run([tls.OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem",
                     "-out", "cert.pem", "-subj", "/CN=localhost", "-days", "2"],

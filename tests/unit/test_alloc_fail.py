@@ -3,7 +3,7 @@ through CRYPTO_set_mem_functions while accelaes.so is loaded and while every cip
 ciphers, and the DRBG delegate) runs, then checks that everything works again. Once with the AES-NI engine
 after a warm-up, once with the nested-EVP engine cold (its one-time set-up then happens under injection; the
 load runs, most of the time and the same for both engines, are left to the first), and with large requests
-going to the fake GPU plugin (provider/gpu.c)."""
+going to the fake GPU plugin (provider/route/gpu.c)."""
 import os
 import re
 import subprocess

@@ -1,4 +1,4 @@
-"""tests/unit/test_gpu_provider.py: the provider's GPU path (provider/gpu.c) end to end, through EVP in a
+"""tests/unit/test_gpu_provider.py: the provider's GPU path (provider/route/gpu.c) end to end, through EVP in a
 child process: with the fake GPU plugin outputs must equal the default provider's, accelaes-stat must
 show the GPU bytes and fallbacks, failures must fall back silently (backend=auto) or with exactly one
 stderr line (backend=cuda), and backend=cpu must never load a plugin. Requests that queue for a busy

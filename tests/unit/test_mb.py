@@ -1,6 +1,6 @@
 """tests/unit/test_mb.py: the multi-buffer engine and async batching, through their C tests:
 build/tests/test_mb (accel/cpu/mb.c against OpenSSL: random mixes of ops, key sizes, IVs and
-lengths, >= 64 KiB pieces, CTR carries, in place), build/tests/test_async_batch (provider/batch.c
+lengths, >= 64 KiB pieces, CTR carries, in place), build/tests/test_async_batch (provider/route/batch.c
 driven by ASYNC jobs: random job mixes, what is never taken, ASYNC_block_pause),
 build/tests/test_async_wait (the wait fd, edge-triggered epoll, timeouts, fork while queued) and
 build/tests/test_async_provider (ASYNC jobs encrypting through build/accelaes.so)."""

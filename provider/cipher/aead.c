@@ -1,0 +1,121 @@
+/* provider/cipher/aead.c: the rules every AEAD here shares (provider/cipher/aead.h). */
+#include <limits.h>
+#include <string.h>
+#include <openssl/crypto.h>
+#include "provider/cipher/aead.h"
+#include "provider/route/prov.h"
+
+int acc_aead_aad_add(acc_aead_aad *a, const uint8_t *data, size_t n, uint64_t max)
+{
+    if (n == 0)
+        return 1; /* no memcpy to a buffer not yet made (UB even for 0 bytes) */
+    if (a->len > max || n > max - a->len)
+        return 0;
+    if (n > a->cap - a->len) {
+        size_t cap = a->cap < 64 ? 64 : a->cap;
+        uint8_t *p;
+
+        while (cap - a->len < n) {
+            if (cap > SIZE_MAX / 2)
+                return -1;
+            cap *= 2;
+        }
+        /* not OPENSSL_realloc: the old AAD is cleansed, not left in freed memory */
+        if ((p = OPENSSL_malloc(cap)) == NULL)
+            return -1;
+        if (a->len > 0)
+            memcpy(p, a->p, a->len);
+        OPENSSL_clear_free(a->p, a->cap);
+        a->p = p;
+        a->cap = cap;
+    }
+    memcpy(a->p + a->len, data, n);
+    a->len += n;
+    return 1;
+}
+
+int acc_aead_aad_dup(acc_aead_aad *d, const acc_aead_aad *s)
+{
+    d->p = NULL;
+    d->cap = 0;
+    if (s->p == NULL)
+        return 1;
+    if ((d->p = OPENSSL_malloc(s->cap)) == NULL)
+        return 0;
+    d->cap = s->cap;
+    if (s->len > 0)
+        memcpy(d->p, s->p, s->len);
+    return 1;
+}
+
+void acc_aead_aad_free(acc_aead_aad *a)
+{
+    OPENSSL_clear_free(a->p, a->cap);
+    a->p = NULL;
+    a->len = a->cap = 0;
+}
+
+int acc_aead_piece_ok(const char *name, size_t inl)
+{
+    if (inl <= (size_t)INT_MAX)
+        return 1;
+    acc_raise(ACC_R_LENGTH_TOO_LARGE, "%s piece of %zu bytes", name, inl);
+    return 0;
+}
+
+int acc_aead_out_ok(size_t inl, size_t outsize)
+{
+    if (outsize >= inl)
+        return 1;
+    acc_raise(ACC_PROV_R(PROV_R_OUTPUT_BUFFER_TOO_SMALL), "need %zu bytes of output, have %zu", inl, outsize);
+    return 0;
+}
+
+int acc_aead_engine_failed(const char *aead, const char *engine, uint8_t *out, size_t len, const char *where)
+{
+    if (out != NULL && len > 0)
+        OPENSSL_cleanse(out, len);
+    acc_raise(ACC_R_ENGINE_FAILURE, "the %s %s engine failed in %s", engine, aead, where);
+    return 0;
+}
+
+size_t acc_aead_tls_aad(uint8_t buf[ACC_AEAD_TLS_AAD_LEN], const unsigned char *aad, size_t aad_len, int enc,
+                        size_t taglen)
+{
+    size_t len;
+
+    if (aad_len != ACC_AEAD_TLS_AAD_LEN)
+        return 0;
+    memcpy(buf, aad, aad_len);
+    len = (size_t)buf[aad_len - 2] << 8 | buf[aad_len - 1];
+    if (len < ACC_AEAD_TLS_EXPLICIT)
+        return 0;
+    len -= ACC_AEAD_TLS_EXPLICIT;
+    if (!enc) {
+        if (len < taglen)
+            return 0;
+        len -= taglen;
+    }
+    buf[aad_len - 2] = (unsigned char)(len >> 8);
+    buf[aad_len - 1] = (unsigned char)(len & 0xff);
+    return taglen;
+}
+
+void acc_aead_ctr64_inc(uint8_t counter[8])
+{
+    for (int n = 7; n >= 0; n--)
+        if (++counter[n] != 0)
+            return;
+}
+
+int acc_aead_failed_to_set(const OSSL_PARAM *p)
+{
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_SET_PARAMETER), "cannot return parameter '%s'", p->key);
+    return 0;
+}
+
+int acc_aead_failed_to_get(const OSSL_PARAM *p)
+{
+    acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "cannot read parameter '%s'", p->key);
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* provider/cipher/aead.h: what every AEAD here shares (GCM: cipher_gcm*.c, CCM: cipher_ccm.c), so that a
+ * new AEAD brings only its kinds, its state machine's differences and its engine: the AAD gathered
+ * until the engine takes it, the piece-length and output-room rules of a data call, the engine-
+ * failure rule (output wiped, accelaes's reason raised once), the TLS 1.2 record's AAD (its length
+ * field corrected for the explicit IV and the tag) and explicit IV counter, and the parameter
+ * errors the default provider raises for all its AEADs. The semantics are the default's
+ * (ciphercommon_gcm.c, ciphercommon_ccm.c); an AEAD's own differences stay in its file. */
+#ifndef ACCELAES_AEAD_H
+#define ACCELAES_AEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/core.h>
+
+#define ACC_AEAD_UNSET ((size_t)-1)   /* a tag length or TLS AAD length not given */
+#define ACC_AEAD_TLS_AAD_LEN 13       /* EVP_AEAD_TLS1_AAD_LEN */
+#define ACC_AEAD_TLS_FIXED 4          /* EVP_GCM_TLS_FIXED_IV_LEN = EVP_CCM_TLS_FIXED_IV_LEN */
+#define ACC_AEAD_TLS_EXPLICIT 8       /* EVP_GCM_TLS_EXPLICIT_IV_LEN = EVP_CCM_TLS_EXPLICIT_IV_LEN */
+
+/* AAD gathered until the message's engine takes it (ipsec-mb's GCM init takes it whole). */
+typedef struct acc_aead_aad {
+    uint8_t *p;
+    size_t len, cap;
+} acc_aead_aad;
+
+/* n more bytes: 1; 0 past max bytes in all (nothing added); -1 no memory. The old buffer is
+ * cleansed, never left in freed memory. */
+int acc_aead_aad_add(acc_aead_aad *a, const uint8_t *data, size_t n, uint64_t max);
+/* d is a byte copy of s: its own buffer (1), or none and 0. */
+int acc_aead_aad_dup(acc_aead_aad *d, const acc_aead_aad *s);
+void acc_aead_aad_free(acc_aead_aad *a);
+
+/* EVP hands a negative int length down as SIZE_MAX - k: no piece past INT_MAX is taken, as the
+ * block modes (cipher_block.c); the default reads that far (stricter, documented in prov.h).
+ * 1 to go on, 0 with LENGTH_TOO_LARGE raised. name: the AEAD, for the message. */
+int acc_aead_piece_ok(const char *name, size_t inl);
+/* Room for inl bytes of output: 1, or 0 with the default's OUTPUT_BUFFER_TOO_SMALL. */
+int acc_aead_out_ok(size_t inl, size_t outsize);
+
+/* The engine failed in the middle of a message: the output so far is wiped and accelaes's
+ * ENGINE_FAILURE raised, naming the AEAD, the engine and the step. The caller ends its message
+ * (its state machine's way). Returns 0. */
+int acc_aead_engine_failed(const char *aead, const char *engine, uint8_t *out, size_t len, const char *where);
+
+/* The TLS 1.2 record's AAD (13 bytes) into buf, its length field corrected to the payload's:
+ * less the explicit IV, and decrypting, less the tag of taglen. Returns taglen (the padding the
+ * record needs), or 0 for a bad AAD (buf may be written, as the default's). */
+size_t acc_aead_tls_aad(uint8_t buf[ACC_AEAD_TLS_AAD_LEN], const unsigned char *aad, size_t aad_len, int enc,
+                        size_t taglen);
+/* The 64-bit invocation field (an IV's last 8 bytes, big-endian) counts records. */
+void acc_aead_ctr64_inc(uint8_t counter[8]);
+
+/* PROV's "failed to set parameter" / "failed to get parameter", naming p. Return 0. */
+int acc_aead_failed_to_set(const OSSL_PARAM *p);
+int acc_aead_failed_to_get(const OSSL_PARAM *p);
+
+#endif

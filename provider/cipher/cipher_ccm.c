@@ -1,0 +1,559 @@
+/* provider/cipher/cipher_ccm.c: AES-128/192/256-CCM as the running release's default provider has them
+ * (ciphercommon_ccm.c is the specification): L and M (the nonce length 15 - L set through the IV
+ * length, 7..13; the tag length M, 4..16 and even, set with or without the tag), the message
+ * length fixed before the AAD (EVP_CipherUpdate(ctx, NULL, &outl, NULL, len), else the data's
+ * own length), the AAD once, the data in one update, a decryption checked at that update against
+ * a tag set before it, and the TLS 1.2 record (4-byte fixed and 8-byte explicit IV, the tag M).
+ * The AEAD rules shared with GCM are provider/cipher/aead.c's; the AES work is a CCM engine's
+ * (accel/ccm.h), counted as every other mode's. */
+#include <pthread.h>
+#include <string.h>
+#include <openssl/core_dispatch.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include "accel/ccm.h"
+#include "accel/gcm.h"   /* acc_evp_engine_libctx */
+#include "provider/cipher/aead.h"
+#include "provider/cipher/algs.h"
+#include "provider/route/cipher_ctx.h"
+#include "provider/base/compat.h"
+#include "provider/base/names.h"
+#include "provider/route/prov.h"
+#include "provider/route/skey.h"
+
+typedef struct acc_ccm_ctx {
+    acc_cipher_ctx base;        /* first */
+    acc_ccm_state st;           /* the engine's key and message (64-byte aligned) */
+    const acc_ccm_engine *ceng;
+    int key_set, iv_set, tag_set, len_set;
+    int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
+    size_t l, m;                /* the length field's bytes (2..8) and the tag's (4..16, even) */
+    size_t tls_aad_len;         /* ACC_AEAD_UNSET: not a TLS record; once set, every call is one */
+    size_t tls_aad_pad_sz;
+    uint8_t iv[16];             /* the nonce (15 - l bytes), as the default's 16-byte buffer */
+    uint8_t buf[16];            /* the tag given (decrypt), or the TLS AAD */
+} acc_ccm_ctx;
+
+/* 3.6 generated CCM's parameter decoders: its own lists (no IV generation parameters) and a
+ * repeated parameter refused, as the plain modes' and GCM's of the same release. */
+static int own_lists(void)
+{
+    return acc_compat()->repeated_param_refused[ACC_DECODER_COMMON];
+}
+
+/* Does the running default's final fail where a message was begun and not completed (a decryption
+ * not checked, or checked and refused; an encryption whose length was fixed and whose data did not
+ * come)? OpenSSL 3.5.9 does, 3.0.19 does not: asked once of the default provider itself (a
+ * decryption's final with a nonce and nothing else), so that each release gets its own answer. */
+static int strict;
+
+static void strict_probe(void)
+{
+    static const unsigned char zero[16];
+    OSSL_LIB_CTX *lc = acc_evp_engine_libctx();
+    EVP_CIPHER *ci = lc != NULL ? EVP_CIPHER_fetch(lc, "AES-128-CCM", "provider=default") : NULL;
+    EVP_CIPHER_CTX *x = ci != NULL ? EVP_CIPHER_CTX_new() : NULL;
+    unsigned char out[16];
+    int outl;
+
+    strict = x != NULL && EVP_DecryptInit_ex2(x, ci, zero, zero, NULL) && !EVP_DecryptFinal_ex(x, out, &outl);
+    EVP_CIPHER_CTX_free(x);
+    EVP_CIPHER_free(ci);
+    ERR_clear_error();
+}
+
+static int final_refused(const acc_ccm_ctx *c)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, strict_probe);
+    return strict && (c->base.enc ? c->len_set && !c->tag_set : c->iv_set);
+}
+
+static size_t ivlen_of(const acc_ccm_ctx *c)
+{
+    return 15 - c->l;
+}
+
+/* ======================== Life ======================== */
+
+static void ccm_on_new(acc_cipher_ctx *b)
+{
+    acc_ccm_ctx *c = (acc_ccm_ctx *)b;
+
+    c->ceng = acc_ccm_engine_default();
+    c->l = 8;
+    c->m = 12;
+    c->tls_aad_len = ACC_AEAD_UNSET;
+}
+
+static int ccm_on_dup(acc_cipher_ctx *db, const acc_cipher_ctx *sb)
+{
+    acc_ccm_ctx *d = (acc_ccm_ctx *)db;
+    const acc_ccm_ctx *s = (const acc_ccm_ctx *)sb;
+
+    if (s->key_set && !s->st.eng->copy_key(&d->st.ks, &s->st.ks)) {
+        OPENSSL_cleanse(&d->st, sizeof(d->st));
+        d->key_set = 0;
+        return 0;
+    }
+    return 1;
+}
+
+static void ccm_on_free(acc_cipher_ctx *b)
+{
+    acc_ccm_ctx *c = (acc_ccm_ctx *)b;
+
+    if (c->key_set)
+        c->ceng->cleanse(&c->st);
+    OPENSSL_cleanse(c->buf, sizeof(c->buf));
+}
+
+/* ======================== Parameters ======================== */
+
+static int set_tag(acc_ccm_ctx *c, const OSSL_PARAM *p)
+{
+    if (p->data_type != OSSL_PARAM_OCTET_STRING)
+        return acc_aead_failed_to_get(p);
+    if ((p->data_size & 1) || p->data_size < 4 || p->data_size > 16) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_TAG_LENGTH), "CCM tag of %zu bytes, expected 4..16 and even",
+                  p->data_size);
+        return 0;
+    }
+    if (p->data != NULL) {
+        if (c->base.enc) {
+            acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_NEEDED), "an encryption makes its tag");
+            return 0;
+        }
+        memcpy(c->buf, p->data, p->data_size);
+        c->tag_set = 1;
+    }
+    c->m = p->data_size;
+    return 1;
+}
+
+static int set_ivlen(acc_ccm_ctx *c, const OSSL_PARAM *p)
+{
+    size_t sz, l;
+
+    if (!OSSL_PARAM_get_size_t(p, &sz))
+        return acc_aead_failed_to_get(p);
+    l = 15 - sz;
+    if (l < 2 || l > 8) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "CCM nonce of %zu bytes, expected 7..13", sz);
+        return 0;
+    }
+    if (c->l != l) {
+        c->l = l;
+        c->iv_set = 0;
+    }
+    return 1;
+}
+
+static int set_tls_aad(acc_ccm_ctx *c, const OSSL_PARAM *p)
+{
+    size_t sz;
+
+    if (p->data_type != OSSL_PARAM_OCTET_STRING)
+        return acc_aead_failed_to_get(p);
+    sz = acc_aead_tls_aad(c->buf, p->data, p->data_size, c->base.enc, c->m);
+    if (p->data_size == ACC_AEAD_TLS_AAD_LEN)
+        c->tls_aad_len = p->data_size;
+    if (sz == 0) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_DATA), "TLS AAD of %zu bytes or its length field", p->data_size);
+        return 0;
+    }
+    c->tls_aad_pad_sz = sz;
+    return 1;
+}
+
+static int set_iv_fixed(acc_ccm_ctx *c, const OSSL_PARAM *p)
+{
+    if (p->data_type != OSSL_PARAM_OCTET_STRING)
+        return acc_aead_failed_to_get(p);
+    if (p->data_size != ACC_AEAD_TLS_FIXED) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "CCM's fixed TLS IV is 4 bytes, not %zu", p->data_size);
+        return 0;
+    }
+    memcpy(c->iv, p->data, ACC_AEAD_TLS_FIXED);
+    return 1;
+}
+
+static const char *const set_keys[] = { OSSL_CIPHER_PARAM_AEAD_TAG, OSSL_CIPHER_PARAM_AEAD_IVLEN,
+                                        OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,
+                                        NULL };
+static int (*const set_fns[])(acc_ccm_ctx *, const OSSL_PARAM *) = { set_tag, set_ivlen, set_tls_aad,
+                                                                      set_iv_fixed };
+
+static OSSL_FUNC_cipher_set_ctx_params_fn ccm_set_ctx_params;
+static int ccm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
+{
+    const OSSL_PARAM *p;
+
+    if (params == NULL)
+        return 1;
+    if (!acc_compat_unrepeated_keys(params, set_keys, ACC_DECODER_COMMON))
+        return 0;
+    for (size_t i = 0; set_keys[i] != NULL; i++)
+        if ((p = OSSL_PARAM_locate_const(params, set_keys[i])) != NULL && !set_fns[i](vctx, p))
+            return 0;
+    return 1;
+}
+
+static int get_size(OSSL_PARAM *p, size_t v)
+{
+    return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
+}
+
+/* IV and UPDATED_IV: the nonce buffer, as many bytes as asked (the default's 16 at most here) */
+static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
+{
+    if (ivlen_of(c) > p->data_size) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, ivlen_of(c),
+                  p->data_size);
+        return 0;
+    }
+    if (!acc_compat_set_iv(p, c->iv, p->data_size < 16 ? p->data_size : 16, 1))
+        return acc_aead_failed_to_set(p);
+    return 1;
+}
+
+/* The tag once, after an encryption's data; the message then ends (no tag to get again). */
+static int get_tag(acc_ccm_ctx *c, OSSL_PARAM *p)
+{
+    if (!c->base.enc || !c->tag_set) {
+        acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "the tag is there after an encryption's data");
+        return 0;
+    }
+    if (p->data_type != OSSL_PARAM_OCTET_STRING)
+        return acc_aead_failed_to_set(p);
+    if (p->data == NULL || !c->ceng->tag(&c->st, p->data, p->data_size))
+        return 0;   /* not the message's M bytes: no error, as the default's */
+    c->tag_set = c->iv_set = c->len_set = 0;
+    return 1;
+}
+
+static const char *const get_keys[] = { OSSL_CIPHER_PARAM_IVLEN, OSSL_CIPHER_PARAM_AEAD_TAGLEN,
+                                        OSSL_CIPHER_PARAM_IV, OSSL_CIPHER_PARAM_UPDATED_IV,
+                                        OSSL_CIPHER_PARAM_KEYLEN, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD,
+                                        OSSL_CIPHER_PARAM_AEAD_TAG, NULL };
+
+static int get_one(acc_ccm_ctx *c, size_t i, OSSL_PARAM *p)
+{
+    switch (i) {
+    case 0:
+        return get_size(p, ivlen_of(c));
+    case 1:
+        return get_size(p, c->m);
+    case 2:
+    case 3:
+        return get_iv(c, p);
+    case 4:
+        return get_size(p, c->base.keylen);
+    case 5:
+        return get_size(p, c->tls_aad_pad_sz);
+    default:
+        return get_tag(c, p);
+    }
+}
+
+static OSSL_FUNC_cipher_get_ctx_params_fn ccm_get_ctx_params;
+static int ccm_get_ctx_params(void *vctx, OSSL_PARAM params[])
+{
+    OSSL_PARAM *p;
+
+    if (params == NULL)
+        return 1;
+    if (!acc_compat_unrepeated_keys(params, get_keys, ACC_DECODER_COMMON))
+        return 0;
+    for (size_t i = 0; get_keys[i] != NULL; i++)
+        if ((p = OSSL_PARAM_locate(params, get_keys[i])) != NULL && !get_one(vctx, i, p))
+            return 0;
+    return 1;
+}
+
+#define AEAD_GETTABLE                                                                                    \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL), \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),                                  \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),                                    \
+        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL)
+
+/* Up to 3.5 the default's common AEAD lists (with the IV-generation parameters CCM ignores);
+ * 3.6 CCM's own. */
+static OSSL_FUNC_cipher_gettable_ctx_params_fn ccm_gettable_ctx_params;
+static const OSSL_PARAM *ccm_gettable_ctx_params(void *vctx, void *provctx)
+{
+    static const OSSL_PARAM common[] = {
+        AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0), OSSL_PARAM_END
+    };
+    static const OSSL_PARAM common_3_5[] = {
+        AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
+        OSSL_PARAM_uint("iv-generated", NULL), OSSL_PARAM_END
+    };
+    static const OSSL_PARAM own[] = { AEAD_GETTABLE, OSSL_PARAM_END };
+
+    (void)vctx;
+    (void)provctx;
+    /* 3.5's common list ends with GCM's "iv-generated" (provider/base/compat.h), which CCM lists, not answers */
+    return own_lists() ? own : acc_compat()->gcm_iv_generated ? common_3_5 : common;
+}
+
+static OSSL_FUNC_cipher_settable_ctx_params_fn ccm_settable_ctx_params;
+static const OSSL_PARAM *ccm_settable_ctx_params(void *vctx, void *provctx)
+{
+#define AEAD_SETTABLE                                                                                           \
+    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, NULL), OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0), \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),                                          \
+        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED, NULL, 0)
+    static const OSSL_PARAM common[] = {
+        AEAD_SETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV, NULL, 0), OSSL_PARAM_END
+    };
+    static const OSSL_PARAM own[] = { AEAD_SETTABLE, OSSL_PARAM_END };
+
+    (void)vctx;
+    (void)provctx;
+    return own_lists() ? own : common;
+}
+
+/* ======================== Init ======================== */
+
+static int ccm_init(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
+                    const OSSL_PARAM params[], int enc)
+{
+    acc_ccm_ctx *c = vctx;
+
+    c->base.enc = enc;
+    if (iv != NULL) {
+        if (ivlen != ivlen_of(c)) {
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "CCM nonce of %zu bytes, expected %zu", ivlen,
+                      ivlen_of(c));
+            return 0;
+        }
+        memcpy(c->iv, iv, ivlen);
+        c->iv_set = 1;
+    }
+    if (key != NULL) {
+        if (keylen != c->base.keylen) {
+            acc_raise(ACC_PROV_R(PROV_R_INVALID_KEY_LENGTH), "key length %zu, expected %zu", keylen,
+                      c->base.keylen);
+            return 0;
+        }
+        if (!c->ceng->set_key(&c->st, c->base.eng, key, keylen)) {
+            c->key_set = 0;
+            acc_raise(ACC_R_ENGINE_FAILURE, "the %s CCM engine could not set up the key", c->ceng->name);
+            return 0;
+        }
+        c->key_set = 1;
+    }
+    return ccm_set_ctx_params(c, params);
+}
+
+static OSSL_FUNC_cipher_encrypt_init_fn ccm_einit;
+static int ccm_einit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
+                     const OSSL_PARAM params[])
+{
+    return ccm_init(vctx, key, keylen, iv, ivlen, params, 1);
+}
+
+static OSSL_FUNC_cipher_decrypt_init_fn ccm_dinit;
+static int ccm_dinit(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
+                     const OSSL_PARAM params[])
+{
+    return ccm_init(vctx, key, keylen, iv, ivlen, params, 0);
+}
+
+/* Opaque keys (3.5+): the key's bytes, as GCM's (cipher_gcm.c). */
+static int ccm_skey_einit(void *vctx, void *skey, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return acc_skey_init_raw(ccm_einit, vctx, skey, iv, ivlen, params);
+}
+
+static int ccm_skey_dinit(void *vctx, void *skey, const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+{
+    return acc_skey_init_raw(ccm_dinit, vctx, skey, iv, ivlen, params);
+}
+
+/* ======================== The message ======================== */
+
+/* B0 from the nonce, the tag length and the message length (fixed from here on). */
+static int set_len(acc_ccm_ctx *c, size_t mlen)
+{
+    if (!c->ceng->setiv(&c->st, c->iv, ivlen_of(c), mlen, c->m, c->l))
+        return 0;
+    c->len_set = 1;
+    return 1;
+}
+
+/* The data, all of it: encrypting, the tag is then there to get; decrypting, checked against the
+ * tag set before (in constant time), the output wiped when it does not match. */
+static int data_run(acc_ccm_ctx *c, const unsigned char *in, unsigned char *out, size_t len, const uint8_t *tag)
+{
+    uint8_t mine[16];
+    int ok, r = c->ceng->crypt(&c->st, c->base.enc, in, out, len);
+
+    if (r < 0) {   /* the engine failed: the message is lost, as after its end */
+        c->iv_set = c->tag_set = c->len_set = 0;
+        c->eng_failed = 1;
+        return acc_aead_engine_failed("CCM", c->ceng->name, out, len, "a data update");
+    }
+    if (c->base.enc) {
+        if (!r || (tag != NULL && !c->ceng->tag(&c->st, (uint8_t *)tag, c->m)))
+            return 0;
+        acc_cipher_count(&c->base, len, 1);
+        return 1;
+    }
+    ok = r && c->ceng->tag(&c->st, mine, c->m) && CRYPTO_memcmp(mine, tag, c->m) == 0;
+    OPENSSL_cleanse(mine, sizeof(mine));
+    if (!ok) {
+        if (len > 0)
+            OPENSSL_cleanse(out, len);
+        return 0;
+    }
+    acc_cipher_count(&c->base, len, 1);
+    return 1;
+}
+
+/* The TLS 1.2 record in place: explicit IV (encrypting: the AAD's sequence number), payload, tag. */
+static int tls_cipher(acc_ccm_ctx *c, unsigned char *out, size_t *padlen, const unsigned char *in, size_t len)
+{
+    const size_t ex = ACC_AEAD_TLS_EXPLICIT;
+
+    *padlen = 0;
+    if (in == NULL || out != in || len < ex + c->m)
+        return 0;
+    if (c->base.enc)
+        memcpy(out, c->buf, ex);
+    memcpy(c->iv + ACC_AEAD_TLS_FIXED, in, ex);
+    len -= ex + c->m;
+    if (!set_len(c, len))
+        return 0;
+    c->ceng->aad(&c->st, c->buf, c->tls_aad_len);
+    in += ex;
+    out += ex;
+    if (!data_run(c, in, out, len, c->base.enc ? out + len : in + len))
+        return 0;
+    *padlen = c->base.enc ? len + ex + c->m : len;
+    return 1;
+}
+
+/* The default's ccm_cipher_internal: in == NULL and out == NULL: the message length; out == NULL:
+ * the AAD; in == NULL: final (nothing to do); else the data. Raises nothing. */
+static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padlen, const unsigned char *in,
+                               size_t len)
+{
+    *padlen = 0;
+    if (!c->key_set)
+        return 0;
+    if (c->tls_aad_len != ACC_AEAD_UNSET)
+        return tls_cipher(c, out, padlen, in, len);
+    if (in == NULL && out != NULL)
+        return !final_refused(c);
+    if (!c->iv_set)
+        return 0;
+    if (out == NULL) {
+        if (in == NULL) {
+            if (!set_len(c, len))
+                return 0;
+        } else if (!c->len_set && len > 0) {
+            return 0;   /* AAD needs the message length first */
+        } else {
+            c->ceng->aad(&c->st, in, len);
+        }
+    } else {
+        if (!c->len_set && !set_len(c, len))
+            return 0;
+        if (!c->base.enc && !c->tag_set)
+            return 0;   /* the tag comes before the data */
+        if (!data_run(c, in, out, len, c->base.enc ? NULL : c->buf))
+            return 0;
+        if (c->base.enc)
+            c->tag_set = 1;
+        else
+            c->iv_set = c->tag_set = c->len_set = 0;   /* one message per nonce */
+    }
+    *padlen = len;
+    return 1;
+}
+
+static OSSL_FUNC_cipher_update_fn ccm_update;
+static int ccm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize, const unsigned char *in,
+                      size_t inl)
+{
+    if (!acc_aead_piece_ok("CCM", inl) || !acc_aead_out_ok(inl, outsize))
+        return 0;
+    ((acc_ccm_ctx *)vctx)->eng_failed = 0;
+    if (!ccm_cipher_internal(vctx, out, outl, in, inl)) {
+        if (!((acc_ccm_ctx *)vctx)->eng_failed)   /* an engine failure has raised its own */
+            acc_raise(ACC_PROV_R(PROV_R_CIPHER_OPERATION_FAILED), "CCM update refused");
+        return 0;
+    }
+    return 1;
+}
+
+static OSSL_FUNC_cipher_final_fn ccm_final;
+static int ccm_final(void *vctx, unsigned char *out, size_t *outl, size_t outsize)
+{
+    (void)outsize;
+    if (!ccm_cipher_internal(vctx, out, outl, NULL, 0))
+        return 0;
+    *outl = 0;
+    return 1;
+}
+
+static OSSL_FUNC_cipher_cipher_fn ccm_oneshot_cipher;
+static int ccm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
+                              const unsigned char *in, size_t inl)
+{
+    if (!acc_aead_piece_ok("CCM", inl) || !acc_aead_out_ok(inl, outsize))
+        return 0;
+    if (!ccm_cipher_internal(vctx, out, outl, in, inl))
+        return 0;
+    *outl = inl;
+    return 1;
+}
+
+/* ======================== Dispatch tables ======================== */
+
+#define ACC_CCM_FUNCTIONS(kbits)                                                                    \
+    static const acc_cipher_kind aes##kbits##ccm_kind = {                                           \
+        .mode = ACC_MODE_CCM, .keylen = (kbits) / 8, .ctx_size = sizeof(acc_ccm_ctx), .aead = 1,    \
+        .custom_iv = 1, .on_new = ccm_on_new, .on_dup = ccm_on_dup, .on_free = ccm_on_free          \
+    };                                                                                              \
+    static OSSL_FUNC_cipher_newctx_fn aes##kbits##ccm_newctx;                                       \
+    static void *aes##kbits##ccm_newctx(void *provctx)                                              \
+    {                                                                                               \
+        return acc_cipher_newctx(provctx, &aes##kbits##ccm_kind);                                   \
+    }                                                                                               \
+    static OSSL_FUNC_cipher_get_params_fn aes##kbits##ccm_get_params;                               \
+    static int aes##kbits##ccm_get_params(OSSL_PARAM params[])                                      \
+    {                                                                                               \
+        return acc_cipher_get_params(params, &aes##kbits##ccm_kind);                                \
+    }                                                                                               \
+    const OSSL_DISPATCH acc_aes##kbits##ccm_functions[] = {                                      \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))aes##kbits##ccm_newctx },                        \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))acc_cipher_freectx },                           \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))acc_cipher_dupctx },                             \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))ccm_einit },                               \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))ccm_dinit },                               \
+        { OSSL_FUNC_CIPHER_ENCRYPT_SKEY_INIT, (void (*)(void))ccm_skey_einit },                     \
+        { OSSL_FUNC_CIPHER_DECRYPT_SKEY_INIT, (void (*)(void))ccm_skey_dinit },                     \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))ccm_update },                                    \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))ccm_final },                                      \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))ccm_oneshot_cipher },                            \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##ccm_get_params },                \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))ccm_get_ctx_params },                    \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))ccm_set_ctx_params },                    \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },           \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))ccm_gettable_ctx_params },          \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))ccm_settable_ctx_params },          \
+        { 0, NULL }                                                                                 \
+    }
+
+ACC_CCM_FUNCTIONS(128);
+ACC_CCM_FUNCTIONS(192);
+ACC_CCM_FUNCTIONS(256);

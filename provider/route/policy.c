@@ -1,0 +1,166 @@
+/* provider/route/policy.c: where a request's whole blocks run. The backends (provider/route/backends.c:
+ * lanes for async jobs, the GPU, the pool split, the inline path) are walked in priority order,
+ * each from the size its descriptor gives under the settings, drawn once into acc_policy by
+ * acc_policy_make. Small requests take the inline path with no other cost. Also the inline
+ * backend itself. */
+#include <stdint.h>
+#include <string.h>
+#include <openssl/crypto.h>
+#include "provider/route/backend.h"
+#include "provider/route/cipher_ctx.h"
+#include "provider/route/policy.h"
+#include "provider/route/prov.h"
+#include "scheduler/sched.h"
+
+static size_t min2(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The size from which backend i may take op: SIZE_MAX where it cannot take the op at all, or is
+ * a device under backend = cpu or under backend = another device. */
+static size_t backend_min(int i, const acc_settings *s, int op)
+{
+    const acc_backend *b = acc_backends[i];
+    unsigned need = op == ACC_OP_CBC_ENC ? ACC_BK_SERIAL : ACC_BK_PARALLEL;
+
+    if (!(b->caps & need))
+        return SIZE_MAX;
+    if ((b->caps & ACC_BK_DEVICE) && s->backend != ACC_BACKEND_AUTO && s->backend != ACC_BACKEND_OF(i))
+        return SIZE_MAX;
+    return b->min_size(s);
+}
+
+void acc_policy_make(acc_policy *p, const acc_settings *s)
+{
+    size_t split = acc_split_min(s);
+
+    for (int op = 0; op < ACC_OP_COUNT; op++)
+        p->inline_below[op] = SIZE_MAX;
+    for (int i = 0; i < ACC_BK_COUNT; i++) {
+        const acc_backend *b = acc_backends[i];
+        int j = i;
+
+        for (int op = 0; op < ACC_OP_COUNT; op++) {
+            p->min[i][op] = backend_min(i, s, op);
+            if (!(b->caps & ACC_BK_FALLBACK))
+                p->inline_below[op] = min2(p->inline_below[op], p->min[i][op]);
+        }
+        /* insertion by priority; the fallback last whatever its number says */
+        while (j > 0 && !(b->caps & ACC_BK_FALLBACK)
+               && ((acc_backends[p->order[j - 1]]->caps & ACC_BK_FALLBACK)
+                   || acc_backends[p->order[j - 1]]->priority > b->priority)) {
+            p->order[j] = p->order[j - 1];
+            j--;
+        }
+        p->order[j] = (unsigned char)i;
+    }
+    /* GCM: one core runs ipsec-mb's stitched GCM at about 11 GB/s, and the split measured 5-18%
+     * slower than that at 1 MiB on the 2-vCPU development machine (bench/results/gcm-development.md):
+     * it splits only where split_min is set, never on auto. */
+    p->split_min_gcm = s->split_min_auto ? SIZE_MAX : split;
+    p->split_min_xts = split;
+}
+
+int acc_policy_split_gcm(const acc_policy *p, size_t len)
+{
+    return len >= p->split_min_gcm && acc_sched_cpu_units() > 1;
+}
+
+int acc_policy_split_xts(const acc_policy *p, size_t len)
+{
+    return len >= p->split_min_xts && acc_sched_cpu_units() > 1;
+}
+
+unsigned acc_policy_paths(const acc_policy *p, acc_op op, size_t len)
+{
+    unsigned paths = 0;
+
+    if (!acc_op_valid(op))
+        return 0;
+    for (int i = 0; i < ACC_BK_COUNT; i++)
+        if (len >= p->min[i][op] && !(acc_backends[i]->caps & ACC_BK_FALLBACK))
+            paths |= 1u << i;
+    return paths;
+}
+
+/* What the error says failed: the engine and the operation, as a reader of the error queue
+ * knows them. */
+static const char *op_name(acc_op op)
+{
+    static const char *const names[ACC_OP_COUNT] = {
+        "?", "ECB encryption", "ECB decryption", "CBC encryption", "CBC decryption", "CTR"
+    };
+
+    return acc_op_valid(op) ? names[op] : names[0];
+}
+
+/* Out of line and cold: only a failing nested-EVP engine gets here. */
+__attribute__((cold)) int acc_engine_fail(const acc_cipher_ctx *c, size_t len)
+{
+    const char *name = c->eng->name;
+
+    acc_raise(ACC_R_ENGINE_FAILURE, "the %s engine failed in %s on %zu bytes",
+              strcmp(name, "evp") == 0 ? "nested EVP" : name, op_name(c->op), len);
+    return 0;
+}
+
+static size_t inline_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
+{
+    if (!acc_ctx_run(c, in, out, len / 16, c->iv)) {
+        acc_engine_fail(c, len);
+        return ACC_BK_FAILED;
+    }
+    acc_sched_count(ACC_PATH_INLINE, len, 1);
+    return len;
+}
+
+static size_t inline_min(const acc_settings *s)
+{
+    (void)s;
+    return 0;
+}
+
+const acc_backend acc_backend_inline = {
+    .name = "inline",
+    .priority = 1000,
+    .caps = ACC_BK_PARALLEL | ACC_BK_SERIAL | ACC_BK_AEAD | ACC_BK_XTS | ACC_BK_FALLBACK,
+    .unit = 0,
+    .path = ACC_PATH_INLINE,
+    .min_size = inline_min,
+    .run = inline_run,
+};
+
+static int overlaps_partially(const uint8_t *in, const uint8_t *out, size_t len)
+{
+    return in != out && out < in + len && in < out + len;
+}
+
+int acc_policy_blocks(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
+{
+    const acc_policy *p = &c->prov->policy;
+    int partial = overlaps_partially(in, out, len);
+
+    if (!acc_op_valid(c->op)) /* no backend has a size for it: the inline engine's own check */
+        return acc_backend_inline.run(c, in, out, len) != ACC_BK_FAILED;
+
+    /* Each backend takes the whole request, a prefix of it (the GPU: a request queued for it
+     * comes back finished, its tail run on this thread meanwhile), or declines; the inline
+     * backend, last, takes whatever is left. */
+    for (int i = 0; i < ACC_BK_COUNT; i++) {
+        unsigned k = p->order[i];
+        const acc_backend *b = acc_backends[k];
+        size_t done;
+
+        if (len < p->min[k][c->op] || (partial && (b->caps & ACC_BK_DISJOINT)))
+            continue;
+        if ((done = b->run(c, in, out, len)) == ACC_BK_FAILED)
+            return 0;
+        in += done;
+        out += done;
+        len -= done;
+        if (len == 0 && done != 0)
+            return 1;
+    }
+    return 1;
+}
