@@ -64,10 +64,15 @@ def _gcm_engines():
         return None, f"{path} is not built (run `make build-only`)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELAES_") or k == "ACCELAES_SHM_NAME"}
     out = subprocess.run([str(path)], env=env, capture_output=True, text=True, timeout=300).stdout
-    line = out.splitlines()[0] if out else ""
-    if not line.startswith("engines:"):
-        return None, f"{path} did not name the GCM engines: {out[-300:]!r}"
-    return [short for name, short in GCM_NAMES.items() if name in line], None
+    lines = out.splitlines()
+    line = lines[0] if lines else ""
+    if not line.startswith("engines:") or len(lines) < 2 or not lines[1].startswith("default: "):
+        return None, f"{path} did not name the GCM engines and the default: {out[-300:]!r}"
+    # the default engine first where it is one of them; where it chooses per message (gcm_dual.c:
+    # "vaes-gcm+intel-ipsec-mb") none of them is the default and each is a path of its own
+    default = GCM_NAMES.get(lines[1][len("default: "):])
+    have = [short for name, short in GCM_NAMES.items() if name in line.split(":", 1)[1].split(" vaes-gcm+")[0]]
+    return [default] + [h for h in have if h != default] if default else [None] + have, None
 
 
 def _cpu_flags():
@@ -96,7 +101,7 @@ def _why_missing(name):
         if have is None:
             return why
         if name not in have:
-            return f"no {name} on this machine or build (GCM engines here: {', '.join(have)})"
+            return f"no {name} on this machine or build (GCM engines here: {', '.join(h for h in have if h)})"
         return f"{name} is the default engine's GCM here" if name == have[0] else None
     if name == "fakegpu":
         plugin = Path(ENGINES[name][0]["ACCELAES_GPU_PLUGIN"])

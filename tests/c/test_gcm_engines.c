@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "accel/gcm.h"
+#include "accel/cpu/gcm_dual.h"
 
 #include "tests/c/check.h"
 
@@ -161,20 +162,22 @@ static void split_self(const acc_gcm_engine *v, size_t head, size_t nblocks, int
 
 int main(void)
 {
-    const acc_gcm_engine *all[3] = { acc_gcm_engine_vaes(), acc_gcm_engine_imb(), acc_gcm_engine_evp() };
-    const acc_gcm_engine *have[3];
+    /* the per-message choice (gcm_dual.c) is an engine of its own: crossed with the others too */
+    const acc_gcm_engine *all[4] = { acc_gcm_engine_vaes(), acc_gcm_engine_imb(), acc_gcm_engine_evp(),
+                                     acc_gcm_engine_dual() };
+    const acc_gcm_engine *have[4];
     const char *seed = getenv("ACCELAES_TEST_SEED");
     int n = 0;
 
     if (seed != NULL)
         rng_state ^= strtoull(seed, NULL, 0) * 0x100000001b3u;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (all[i] != NULL)
             have[n++] = all[i];
     printf("engines:");
     for (int i = 0; i < n; i++)
         printf(" %s", have[i]->name);
-    printf("\n");
+    printf("\ndefault: %s\n", acc_gcm_engine_default()->name);
     for (int round = 0; round < 60; round++)
         for (int a = 0; a < n; a++)
             for (int b = 0; b < n; b++)
