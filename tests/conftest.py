@@ -267,6 +267,23 @@ def stat_total(env):
     return sum(int(totals.get(k, 0)) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
 
 
+def child_counted(openssl_env, code, args, tag):
+    """Run the Python `code` in a child on a segment of its own (tests/ as its argv[1], then args); its last
+    output line is the bytes it had processed. Returns (that, what accelaes-stat counted on the segment)."""
+    import sys
+    env = dict(openssl_env, ACCELAES_SHM_NAME=f"/accelaes-test-{tag}-{os.getpid()}")
+    try:
+        p = subprocess.run([sys.executable, "-c", code, str(REPO / "tests"), *args], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return int(p.stdout.split()[-1]), stat_total(env)
+    finally:
+        try:
+            os.unlink("/dev/shm" + env["ACCELAES_SHM_NAME"])
+        except OSError:
+            pass
+
+
 @pytest.fixture(scope="session")
 def stat_tool():
     if not STAT_TOOL.exists():

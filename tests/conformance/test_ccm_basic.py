@@ -15,7 +15,7 @@ import pytest
 import evp
 import ccm_quick
 from ccm_quick import errs, message, upd
-from conftest import BUILD, REPO, STAT_TOOL
+from conftest import BUILD, REPO, STAT_TOOL, child_counted
 
 CCM = [f"AES-{b}-CCM" for b in (128, 192, 256)]
 
@@ -137,18 +137,5 @@ print(total)
 @pytest.mark.skipif(not (BUILD / "accelaes.so").exists() or not STAT_TOOL.exists(),
                     reason="build/accelaes.so or build/accelaes-stat not built yet: run make")
 def test_stat_counts_ccm_bytes(openssl_env):
-    env = dict(openssl_env, ACCELAES_SHM_NAME=f"/accelaes-test-ccmcount-{os.getpid()}")
-    try:
-        p = subprocess.run([sys.executable, "-c", CHILD, str(REPO / "tests")], env=env, capture_output=True,
-                           text=True, timeout=120)
-        assert p.returncode == 0, p.stderr[-3000:]
-        want = int(p.stdout.split()[-1])
-        s = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, timeout=30)
-        t = json.loads(s.stdout)["totals"]
-        got = sum(int(t[k]) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
-        assert got == want, f"accelaes-stat shows {got} bytes, the process had {want} processed"
-    finally:
-        try:
-            os.unlink("/dev/shm" + env["ACCELAES_SHM_NAME"])
-        except OSError:
-            pass
+    want, got = child_counted(openssl_env, CHILD, [], "ccmcount")
+    assert got == want, f"accelaes-stat shows {got} bytes, the process had {want} processed"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, REPO, STAT_TOOL
+from conftest import BUILD, REPO, STAT_TOOL, child_counted
 
 needs_build = pytest.mark.skipif(not (BUILD / "accelaes.so").exists() or not STAT_TOOL.exists(),
                                  reason="build/accelaes.so or build/accelaes-stat not built yet: run make")
@@ -53,18 +53,5 @@ print(total)
 
 @needs_build
 def test_stitched_only_process_is_counted(openssl_env):
-    env = dict(openssl_env, ACCELAES_SHM_NAME=f"/accelaes-test-stcount-{os.getpid()}")
-    try:
-        p = subprocess.run([sys.executable, "-c", CHILD, str(REPO / "tests"), "50"], env=env,
-                           capture_output=True, text=True, timeout=120)
-        assert p.returncode == 0, p.stderr[-3000:]
-        want = int(p.stdout.split()[-1])
-        s = subprocess.run([str(STAT_TOOL), "--json"], env=env, capture_output=True, timeout=30)
-        t = json.loads(s.stdout)["totals"]
-        got = sum(int(t[k]) for k in ("inline_bytes", "split_bytes", "batch_bytes", "gpu_bytes"))
-        assert got == want, f"accelaes-stat shows {got} bytes, the process had {want} processed"
-    finally:
-        try:
-            os.unlink("/dev/shm" + env["ACCELAES_SHM_NAME"])
-        except OSError:
-            pass
+    want, got = child_counted(openssl_env, CHILD, ["50"], "stcount")
+    assert got == want, f"accelaes-stat shows {got} bytes, the process had {want} processed"
