@@ -18,31 +18,12 @@
 #include "accel/gcm.h"   /* acc_evp_engine_libctx */
 #include "provider/cipher/aead.h"
 #include "provider/cipher/algs.h"
+#include "provider/cipher/cipher_ccm.h"
 #include "provider/route/cipher_ctx.h"
 #include "provider/base/compat.h"
 #include "provider/base/names.h"
 #include "provider/route/prov.h"
 #include "provider/route/skey.h"
-
-typedef struct acc_ccm_ctx {
-    acc_cipher_ctx base;        /* first */
-    acc_ccm_state st;           /* the engine's key and message (64-byte aligned) */
-    const acc_ccm_engine *ceng;
-    int key_set, iv_set, tag_set, len_set;
-    int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
-    size_t l, m;                /* the length field's bytes (2..8) and the tag's (4..16, even) */
-    size_t tls_aad_len;         /* ACC_AEAD_UNSET: not a TLS record; once set, every call is one */
-    size_t tls_aad_pad_sz;
-    uint8_t iv[16];             /* the nonce (15 - l bytes), as the default's 16-byte buffer */
-    uint8_t buf[16];            /* the tag given (decrypt), or the TLS AAD */
-} acc_ccm_ctx;
-
-/* 3.6 generated CCM's parameter decoders: its own lists (no IV generation parameters) and a
- * repeated parameter refused, as the plain modes' and GCM's of the same release. */
-static int own_lists(void)
-{
-    return acc_compat()->repeated_param_refused[ACC_DECODER_COMMON];
-}
 
 /* Does the running default's final fail where a message was begun and not completed (a decryption
  * not checked, or checked and refused; an encryption whose length was fixed and whose data did not
@@ -71,11 +52,6 @@ static int final_refused(const acc_ccm_ctx *c)
 
     pthread_once(&once, strict_probe);
     return strict && (c->base.enc ? c->len_set && !c->tag_set : c->iv_set);
-}
-
-static size_t ivlen_of(const acc_ccm_ctx *c)
-{
-    return 15 - c->l;
 }
 
 /* ======================== Life ======================== */
@@ -112,214 +88,6 @@ static void ccm_on_free(acc_cipher_ctx *b)
     OPENSSL_cleanse(c->buf, sizeof(c->buf));
 }
 
-/* ======================== Parameters ======================== */
-
-static int set_tag(acc_ccm_ctx *c, const OSSL_PARAM *p)
-{
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return acc_aead_failed_to_get(p);
-    if ((p->data_size & 1) || p->data_size < 4 || p->data_size > 16) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_TAG_LENGTH), "CCM tag of %zu bytes, expected 4..16 and even",
-                  p->data_size);
-        return 0;
-    }
-    if (p->data != NULL) {
-        if (c->base.enc) {
-            acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_NEEDED), "an encryption makes its tag");
-            return 0;
-        }
-        memcpy(c->buf, p->data, p->data_size);
-        c->tag_set = 1;
-    }
-    c->m = p->data_size;
-    return 1;
-}
-
-static int set_ivlen(acc_ccm_ctx *c, const OSSL_PARAM *p)
-{
-    size_t sz, l;
-
-    if (!OSSL_PARAM_get_size_t(p, &sz))
-        return acc_aead_failed_to_get(p);
-    l = 15 - sz;
-    if (l < 2 || l > 8) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "CCM nonce of %zu bytes, expected 7..13", sz);
-        return 0;
-    }
-    if (c->l != l) {
-        c->l = l;
-        c->iv_set = 0;
-    }
-    return 1;
-}
-
-static int set_tls_aad(acc_ccm_ctx *c, const OSSL_PARAM *p)
-{
-    size_t sz;
-
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return acc_aead_failed_to_get(p);
-    sz = acc_aead_tls_aad(c->buf, p->data, p->data_size, c->base.enc, c->m);
-    if (p->data_size == ACC_AEAD_TLS_AAD_LEN)
-        c->tls_aad_len = p->data_size;
-    if (sz == 0) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_DATA), "TLS AAD of %zu bytes or its length field", p->data_size);
-        return 0;
-    }
-    c->tls_aad_pad_sz = sz;
-    return 1;
-}
-
-static int set_iv_fixed(acc_ccm_ctx *c, const OSSL_PARAM *p)
-{
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return acc_aead_failed_to_get(p);
-    if (p->data_size != ACC_AEAD_TLS_FIXED) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "CCM's fixed TLS IV is 4 bytes, not %zu", p->data_size);
-        return 0;
-    }
-    memcpy(c->iv, p->data, ACC_AEAD_TLS_FIXED);
-    return 1;
-}
-
-static const char *const set_keys[] = { OSSL_CIPHER_PARAM_AEAD_TAG, OSSL_CIPHER_PARAM_AEAD_IVLEN,
-                                        OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,
-                                        NULL };
-static int (*const set_fns[])(acc_ccm_ctx *, const OSSL_PARAM *) = { set_tag, set_ivlen, set_tls_aad,
-                                                                      set_iv_fixed };
-
-static OSSL_FUNC_cipher_set_ctx_params_fn ccm_set_ctx_params;
-static int ccm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
-{
-    const OSSL_PARAM *p;
-
-    if (params == NULL)
-        return 1;
-    if (!acc_compat_unrepeated_keys(params, set_keys, ACC_DECODER_COMMON))
-        return 0;
-    for (size_t i = 0; set_keys[i] != NULL; i++)
-        if ((p = OSSL_PARAM_locate_const(params, set_keys[i])) != NULL && !set_fns[i](vctx, p))
-            return 0;
-    return 1;
-}
-
-static int get_size(OSSL_PARAM *p, size_t v)
-{
-    return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
-}
-
-/* IV and UPDATED_IV: the nonce buffer, as many bytes as asked (the default's 16 at most here) */
-static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
-{
-    if (ivlen_of(c) > p->data_size) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, ivlen_of(c),
-                  p->data_size);
-        return 0;
-    }
-    if (!acc_compat_set_iv(p, c->iv, p->data_size < 16 ? p->data_size : 16, 1))
-        return acc_aead_failed_to_set(p);
-    return 1;
-}
-
-/* The tag once, after an encryption's data; the message then ends (no tag to get again). */
-static int get_tag(acc_ccm_ctx *c, OSSL_PARAM *p)
-{
-    if (!c->base.enc || !c->tag_set) {
-        acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "the tag is there after an encryption's data");
-        return 0;
-    }
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return acc_aead_failed_to_set(p);
-    if (p->data == NULL || !c->ceng->tag(&c->st, p->data, p->data_size))
-        return 0;   /* not the message's M bytes: no error, as the default's */
-    c->tag_set = c->iv_set = c->len_set = 0;
-    return 1;
-}
-
-static const char *const get_keys[] = { OSSL_CIPHER_PARAM_IVLEN, OSSL_CIPHER_PARAM_AEAD_TAGLEN,
-                                        OSSL_CIPHER_PARAM_IV, OSSL_CIPHER_PARAM_UPDATED_IV,
-                                        OSSL_CIPHER_PARAM_KEYLEN, OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD,
-                                        OSSL_CIPHER_PARAM_AEAD_TAG, NULL };
-
-static int get_one(acc_ccm_ctx *c, size_t i, OSSL_PARAM *p)
-{
-    switch (i) {
-    case 0:
-        return get_size(p, ivlen_of(c));
-    case 1:
-        return get_size(p, c->m);
-    case 2:
-    case 3:
-        return get_iv(c, p);
-    case 4:
-        return get_size(p, c->base.keylen);
-    case 5:
-        return get_size(p, c->tls_aad_pad_sz);
-    default:
-        return get_tag(c, p);
-    }
-}
-
-static OSSL_FUNC_cipher_get_ctx_params_fn ccm_get_ctx_params;
-static int ccm_get_ctx_params(void *vctx, OSSL_PARAM params[])
-{
-    OSSL_PARAM *p;
-
-    if (params == NULL)
-        return 1;
-    if (!acc_compat_unrepeated_keys(params, get_keys, ACC_DECODER_COMMON))
-        return 0;
-    for (size_t i = 0; get_keys[i] != NULL; i++)
-        if ((p = OSSL_PARAM_locate(params, get_keys[i])) != NULL && !get_one(vctx, i, p))
-            return 0;
-    return 1;
-}
-
-#define AEAD_GETTABLE                                                                                    \
-    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_KEYLEN, NULL), OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_IVLEN, NULL), \
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TAGLEN, NULL),                                          \
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, NULL, 0),                                          \
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_UPDATED_IV, NULL, 0),                                  \
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0),                                    \
-        OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD_PAD, NULL)
-
-/* Up to 3.5 the default's common AEAD lists (with the IV-generation parameters CCM ignores);
- * 3.6 CCM's own. */
-static OSSL_FUNC_cipher_gettable_ctx_params_fn ccm_gettable_ctx_params;
-static const OSSL_PARAM *ccm_gettable_ctx_params(void *vctx, void *provctx)
-{
-    static const OSSL_PARAM common[] = {
-        AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0), OSSL_PARAM_END
-    };
-    static const OSSL_PARAM common_3_5[] = {
-        AEAD_GETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_GET_IV_GEN, NULL, 0),
-        OSSL_PARAM_uint("iv-generated", NULL), OSSL_PARAM_END
-    };
-    static const OSSL_PARAM own[] = { AEAD_GETTABLE, OSSL_PARAM_END };
-
-    (void)vctx;
-    (void)provctx;
-    /* 3.5's common list ends with GCM's "iv-generated" (provider/base/compat.h), which CCM lists, not answers */
-    return own_lists() ? own : acc_compat()->gcm_iv_generated ? common_3_5 : common;
-}
-
-static OSSL_FUNC_cipher_settable_ctx_params_fn ccm_settable_ctx_params;
-static const OSSL_PARAM *ccm_settable_ctx_params(void *vctx, void *provctx)
-{
-#define AEAD_SETTABLE                                                                                           \
-    OSSL_PARAM_size_t(OSSL_CIPHER_PARAM_AEAD_IVLEN, NULL), OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, NULL, 0), \
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_AAD, NULL, 0),                                          \
-        OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED, NULL, 0)
-    static const OSSL_PARAM common[] = {
-        AEAD_SETTABLE, OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV, NULL, 0), OSSL_PARAM_END
-    };
-    static const OSSL_PARAM own[] = { AEAD_SETTABLE, OSSL_PARAM_END };
-
-    (void)vctx;
-    (void)provctx;
-    return own_lists() ? own : common;
-}
-
 /* ======================== Init ======================== */
 
 static int ccm_init(void *vctx, const unsigned char *key, size_t keylen, const unsigned char *iv, size_t ivlen,
@@ -350,7 +118,7 @@ static int ccm_init(void *vctx, const unsigned char *key, size_t keylen, const u
         }
         c->key_set = 1;
     }
-    return ccm_set_ctx_params(c, params);
+    return acc_ccm_set_ctx_params(c, params);
 }
 
 static OSSL_FUNC_cipher_encrypt_init_fn ccm_einit;
@@ -546,11 +314,11 @@ static int ccm_oneshot_cipher(void *vctx, unsigned char *out, size_t *outl, size
         { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))ccm_final },                                      \
         { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))ccm_oneshot_cipher },                            \
         { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))aes##kbits##ccm_get_params },                \
-        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))ccm_get_ctx_params },                    \
-        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))ccm_set_ctx_params },                    \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))acc_ccm_get_ctx_params },                    \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))acc_ccm_set_ctx_params },                    \
         { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))acc_cipher_gettable_params },           \
-        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))ccm_gettable_ctx_params },          \
-        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))ccm_settable_ctx_params },          \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))acc_ccm_gettable_ctx_params },          \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))acc_ccm_settable_ctx_params },          \
         { 0, NULL }                                                                                 \
     }
 
