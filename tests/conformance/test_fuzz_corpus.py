@@ -18,16 +18,24 @@ REPLAY = REPO / "build" / "fuzz" / "fuzz_replay"
 
 
 @pytest.fixture(scope="module")
-def replay_bin():
+def replay_bin(tmp_path_factory):
     cc = os.environ.get("REPLAY_CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc}) to build the corpus replay")
     if not os.path.exists("/usr/include/openssl/evp.h"):
         pytest.skip("OpenSSL headers (libssl-dev) are not installed")
-    r = subprocess.run(["sh", "fuzz/run.sh", "replay-build"], cwd=REPO, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, f"building the replay failed:\n{r.stdout}\n{r.stderr[-4000:]}"
-    return REPLAY
+    # one build at a time, and each worker replays its own copy: pytest-xdist's workers each set this
+    # fixture up, and a worker replaying the binary while another one relinked it found no executable
+    import fcntl
+    REPLAY.parent.mkdir(parents=True, exist_ok=True)
+    with open(REPLAY.parent / ".replay-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        r = subprocess.run(["sh", "fuzz/run.sh", "replay-build"], cwd=REPO, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, f"building the replay failed:\n{r.stdout}\n{r.stderr[-4000:]}"
+        mine = tmp_path_factory.mktemp("replay") / REPLAY.name
+        shutil.copy2(REPLAY, mine)
+    return mine
 
 
 def corpus_files():
