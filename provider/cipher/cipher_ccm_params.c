@@ -1,10 +1,14 @@
 /* provider/cipher/cipher_ccm_params.c: AES-CCM's context parameters, as the running release's default
  * provider has them (order, errors, lists), for provider/cipher/cipher_ccm.c. */
+#include <pthread.h>
 #include <string.h>
 #include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/params.h>
+#include "accel/gcm.h"   /* acc_evp_engine_libctx */
 #include "provider/cipher/aead.h"
 #include "provider/cipher/cipher_ccm.h"
 #include "provider/base/compat.h"
@@ -105,17 +109,55 @@ static int get_size(OSSL_PARAM *p, size_t v)
     return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
 }
 
-/* IV and UPDATED_IV: the nonce buffer, as many bytes as asked (the default's 16 at most here) */
+/* How many bytes the running default's CCM gives for IV and UPDATED_IV into a buffer longer than its
+ * 16-byte nonce buffer: OpenSSL 3.0.19's gives as many as asked, reading on into the context's next
+ * 16-byte buffer (the tag given, or the TLS AAD; found by fuzz-smoke: 23 asked, 23 given). Asked once of
+ * the default itself (24 bytes asked of a fresh context); 16 where it gives no more. */
+static size_t iv_room;
+
+static void iv_room_probe(void)
+{
+    static const unsigned char zero[16];
+    OSSL_LIB_CTX *lc = acc_evp_engine_libctx();
+    EVP_CIPHER *ci = lc != NULL ? EVP_CIPHER_fetch(lc, "AES-128-CCM", "provider=default") : NULL;
+    EVP_CIPHER_CTX *x = ci != NULL ? EVP_CIPHER_CTX_new() : NULL;
+    unsigned char b[24];
+    OSSL_PARAM q[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, b, sizeof(b)), OSSL_PARAM_END };
+
+    iv_room = x != NULL && EVP_EncryptInit_ex2(x, ci, zero, zero, NULL) && EVP_CIPHER_CTX_get_params(x, q)
+                      && q[0].return_size == sizeof(b)
+                  ? 32
+                  : 16;
+    EVP_CIPHER_CTX_free(x);
+    EVP_CIPHER_free(ci);
+    ERR_clear_error();
+}
+
+/* IV and UPDATED_IV: the nonce buffer, as many bytes as asked, up to what the running default gives
+ * (iv_room: its nonce buffer, on 3.0 with the next buffer after it). */
 static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    uint8_t both[32];
+    size_t n;
+    int ok;
+
     if (ivlen_of(c) > p->data_size) {
         acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, ivlen_of(c),
                   p->data_size);
         return 0;
     }
-    if (!acc_compat_set_iv(p, c->iv, p->data_size < 16 ? p->data_size : 16, 1))
-        return acc_aead_failed_to_set(p);
-    return 1;
+    pthread_once(&once, iv_room_probe);
+    n = p->data_size < iv_room ? p->data_size : iv_room;
+    if (n <= 16 || p->data_type == OSSL_PARAM_OCTET_PTR) {   /* a pointer: iv and buf are one struct's */
+        ok = acc_compat_set_iv(p, c->iv, n, 1);
+    } else {
+        memcpy(both, c->iv, 16);
+        memcpy(both + 16, c->buf, 16);
+        ok = acc_compat_set_iv(p, both, n, 1);
+        OPENSSL_cleanse(both, sizeof(both));
+    }
+    return ok || acc_aead_failed_to_set(p);
 }
 
 /* The tag once, after an encryption's data; the message then ends (no tag to get again). */
