@@ -109,11 +109,12 @@ static int get_size(OSSL_PARAM *p, size_t v)
     return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
 }
 
-/* How many bytes the running default's CCM gives for IV and UPDATED_IV into a buffer longer than its
- * 16-byte nonce buffer: OpenSSL 3.0.19's gives as many as asked, reading on into the context's next
- * 16-byte buffer (the tag given, or the TLS AAD; found by fuzz-smoke: 23 asked, 23 given). Asked once of
- * the default itself (24 bytes asked of a fresh context); 16 where it gives no more. */
-static size_t iv_room;
+/* How many bytes the running default's CCM gives for IV and for UPDATED_IV into a buffer longer than
+ * its 16-byte nonce buffer: OpenSSL 3.0.19's gives as many as asked for both, reading on into the
+ * context's next 16-byte buffer (the tag given, or the TLS AAD; found by fuzz-smoke: 23 asked, 23
+ * given); 3.5.9's does so for UPDATED_IV. Asked once of the default itself, each key (24 bytes asked
+ * of a fresh context); 16 where it gives no more. [0]: IV, [1]: UPDATED_IV. */
+static size_t iv_room[2];
 
 static void iv_room_probe(void)
 {
@@ -122,12 +123,14 @@ static void iv_room_probe(void)
     EVP_CIPHER *ci = lc != NULL ? EVP_CIPHER_fetch(lc, "AES-128-CCM", "provider=default") : NULL;
     EVP_CIPHER_CTX *x = ci != NULL ? EVP_CIPHER_CTX_new() : NULL;
     unsigned char b[24];
-    OSSL_PARAM q[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_IV, b, sizeof(b)), OSSL_PARAM_END };
+    static const char *const keys[2] = { OSSL_CIPHER_PARAM_IV, OSSL_CIPHER_PARAM_UPDATED_IV };
+    int inited = x != NULL && EVP_EncryptInit_ex2(x, ci, zero, zero, NULL);
 
-    iv_room = x != NULL && EVP_EncryptInit_ex2(x, ci, zero, zero, NULL) && EVP_CIPHER_CTX_get_params(x, q)
-                      && q[0].return_size == sizeof(b)
-                  ? 32
-                  : 16;
+    for (int i = 0; i < 2; i++) {
+        OSSL_PARAM q[2] = { OSSL_PARAM_octet_string(keys[i], b, sizeof(b)), OSSL_PARAM_END };
+
+        iv_room[i] = inited && EVP_CIPHER_CTX_get_params(x, q) && q[0].return_size == sizeof(b) ? 32 : 16;
+    }
     EVP_CIPHER_CTX_free(x);
     EVP_CIPHER_free(ci);
     ERR_clear_error();
@@ -139,7 +142,7 @@ static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     uint8_t both[32];
-    size_t n;
+    size_t n, room;
     int ok;
 
     if (ivlen_of(c) > p->data_size) {
@@ -148,7 +151,8 @@ static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
         return 0;
     }
     pthread_once(&once, iv_room_probe);
-    n = p->data_size < iv_room ? p->data_size : iv_room;
+    room = iv_room[strcmp(p->key, OSSL_CIPHER_PARAM_IV) != 0];
+    n = p->data_size < room ? p->data_size : room;
     if (n <= 16 || p->data_type == OSSL_PARAM_OCTET_PTR) {   /* a pointer: iv and buf are one struct's */
         ok = acc_compat_set_iv(p, c->iv, n, 1);
     } else {
