@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/params.h>
+#include <openssl/proverr.h>
 #include <openssl/provider.h>
 #include "provider/base/compat.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     OSSL_FUNC_cipher_settable_ctx_params_fn *settable;
     OSSL_FUNC_cipher_gettable_params_fn *alg_gettable;
     OSSL_FUNC_cipher_get_ctx_params_fn *get;
+    OSSL_FUNC_cipher_cipher_fn *cipher;
     OSSL_FUNC_cipher_freectx_fn *freectx;
     void *provctx;
 } cipher_fns;
@@ -73,6 +75,9 @@ static int find_cipher(OSSL_PROVIDER *prov, const char *name, cipher_fns *f)
             break;
         case OSSL_FUNC_CIPHER_FINAL:
             f->final = OSSL_FUNC_cipher_final(d);
+            break;
+        case OSSL_FUNC_CIPHER_CIPHER:
+            f->cipher = OSSL_FUNC_cipher_cipher(d);
             break;
         case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
             f->set = OSSL_FUNC_cipher_set_ctx_params(d);
@@ -268,6 +273,75 @@ static int gcm_get_walks_request(OSSL_PROVIDER *prov)
 }
 
 /* The default's answer, or the release's where the default cannot be asked (-1) */
+/* AES-128-CCM of the default, keyed (nonce of 7 bytes) for dec or enc: its functions and a context. */
+static void *ccm_ctx(OSSL_PROVIDER *prov, int dec, cipher_fns *f)
+{
+    static const unsigned char key[16], nonce[7];
+    void *ctx;
+
+    if (!find_cipher(prov, "AES-128-CCM", f) || f->einit == NULL || f->dinit == NULL || f->final == NULL
+        || f->cipher == NULL || f->get == NULL || (ctx = f->newctx(f->provctx)) == NULL)
+        return NULL;
+    if (!(dec ? f->dinit(ctx, key, sizeof(key), nonce, sizeof(nonce), NULL)
+              : f->einit(ctx, key, sizeof(key), nonce, sizeof(nonce), NULL))) {
+        f->freectx(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Does the default's CCM final refuse a decryption begun (a nonce) and not checked? (-1: cannot tell) */
+static int ccm_final_strict(OSSL_PROVIDER *prov)
+{
+    unsigned char out[16];
+    size_t outl = 0;
+    cipher_fns f;
+    void *ctx = ccm_ctx(prov, 1, &f);
+    int r;
+
+    if (ctx == NULL)
+        return -1;
+    r = !f.final(ctx, out, &outl, sizeof(out));
+    f.freectx(ctx);
+    return r;
+}
+
+/* Does the default's CCM raise "tag not set" for a decryption's data with no tag set? (-1: cannot tell) */
+static int ccm_tag_not_set_raised(OSSL_PROVIDER *prov)
+{
+    unsigned char in[16] = { 0 }, out[16];
+    size_t outl = 0;
+    cipher_fns f;
+    void *ctx = ccm_ctx(prov, 1, &f);
+    unsigned long e;
+    int r;
+
+    if (ctx == NULL)
+        return -1;
+    ERR_raise(ERR_LIB_USER, 1);
+    r = f.cipher(ctx, out, &outl, sizeof(out), in, sizeof(in)) <= 0;
+    e = ERR_peek_last_error();
+    f.freectx(ctx);
+    return r && ERR_GET_LIB(e) == ERR_LIB_PROV && ERR_GET_REASON(e) == PROV_R_TAG_NOT_SET;
+}
+
+/* How many bytes the default's CCM gives for key (IV or UPDATED_IV) into 24 asked: 32 where it gives
+ * as many as asked (its nonce buffer and the next one), else 16. (-1: cannot tell) */
+static int ccm_iv_room(OSSL_PROVIDER *prov, const char *key)
+{
+    unsigned char b[24];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(key, b, sizeof(b)), OSSL_PARAM_END };
+    cipher_fns f;
+    void *ctx = ccm_ctx(prov, 0, &f);
+    int r;
+
+    if (ctx == NULL)
+        return -1;
+    r = f.get(ctx, p) && p[0].return_size == sizeof(b) ? 32 : 16;
+    f.freectx(ctx);
+    return r;
+}
+
 static int ask(int answer, int by_release)
 {
     return answer < 0 ? by_release : answer;
@@ -305,6 +379,10 @@ static void find_flags(void)
         ask(refuses_repeated(def, "AES-128-ECB", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_3_6);
     flags.repeated_param_refused[ACC_DECODER_STITCHED] =
         ask(refuses_repeated(def, "AES-128-CBC-HMAC-SHA1", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_4_0);
+    flags.ccm_final_strict = ask(ccm_final_strict(def), since_3_5);
+    flags.ccm_tag_not_set = ask(ccm_tag_not_set_raised(def), since_4_0);
+    flags.ccm_iv_room[0] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_IV), 32);
+    flags.ccm_iv_room[1] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_UPDATED_IV), 32);
     flags.repeated_param_refused[ACC_DECODER_XTS_SET] =
         ask(refuses_repeated(def, "AES-128-XTS", 1, OSSL_CIPHER_PARAM_KEYLEN, 32), since_4_0);
     if (def != NULL)

@@ -50,6 +50,16 @@ typedef struct {
      * decoder (acc_param_decoder): the plain modes' and GCM's from OpenSSL 3.6 (generated decoders),
      * the stitched ciphers' and XTS's set from 4.0 (hand-written in 3.6); before, the first is used. */
     int repeated_param_refused[3];
+    /* CCM's final refuses a message begun and not completed (a decryption not checked, or checked and
+     * refused; an encryption whose length was fixed and whose data did not come). OpenSSL 3.5.9; 3.0.19
+     * does not. */
+    int ccm_final_strict;
+    /* CCM raises PROV's "tag not set" for a decryption's data with no tag set (before: fails silently).
+     * OpenSSL 4.0. */
+    int ccm_tag_not_set;
+    /* The bytes CCM gives for IV [0] and UPDATED_IV [1] into a buffer over 16 bytes: 32 (as many as asked,
+     * its nonce buffer and the next: 3.0.19, 3.5.9 for UPDATED_IV) or 16. */
+    int ccm_iv_room[2];
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */

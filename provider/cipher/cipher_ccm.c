@@ -15,7 +15,6 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include "accel/ccm.h"
-#include "accel/gcm.h"   /* acc_evp_engine_libctx */
 #include "provider/cipher/aead.h"
 #include "provider/cipher/algs.h"
 #include "provider/cipher/cipher_ccm.h"
@@ -25,33 +24,10 @@
 #include "provider/route/prov.h"
 #include "provider/route/skey.h"
 
-/* Does the running default's final fail where a message was begun and not completed (a decryption
- * not checked, or checked and refused; an encryption whose length was fixed and whose data did not
- * come)? OpenSSL 3.5.9 does, 3.0.19 does not: asked once of the default provider itself (a
- * decryption's final with a nonce and nothing else), so that each release gets its own answer. */
-static int strict;
-
-static void strict_probe(void)
-{
-    static const unsigned char zero[16];
-    OSSL_LIB_CTX *lc = acc_evp_engine_libctx();
-    EVP_CIPHER *ci = lc != NULL ? EVP_CIPHER_fetch(lc, "AES-128-CCM", "provider=default") : NULL;
-    EVP_CIPHER_CTX *x = ci != NULL ? EVP_CIPHER_CTX_new() : NULL;
-    unsigned char out[16];
-    int outl;
-
-    strict = x != NULL && EVP_DecryptInit_ex2(x, ci, zero, zero, NULL) && !EVP_DecryptFinal_ex(x, out, &outl);
-    EVP_CIPHER_CTX_free(x);
-    EVP_CIPHER_free(ci);
-    ERR_clear_error();
-}
-
+/* Does the running default's final fail where a message was begun and not completed? (compat.c asks it) */
 static int final_refused(const acc_ccm_ctx *c)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-    pthread_once(&once, strict_probe);
-    return strict && (c->base.enc ? c->len_set && !c->tag_set : c->iv_set);
+    return acc_compat()->ccm_final_strict && (c->base.enc ? c->len_set && !c->tag_set : c->iv_set);
 }
 
 /* ======================== Life ======================== */
@@ -219,8 +195,13 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
         return 0;
     if (c->tls_aad_len != ACC_AEAD_UNSET)
         return tls_cipher(c, out, padlen, in, len);
-    if (in == NULL && out != NULL)
-        return !final_refused(c);
+    if (in == NULL && out != NULL) {   /* final */
+        if (!final_refused(c))
+            return 1;
+        if (!c->base.enc && !c->tag_set && acc_compat()->ccm_tag_not_set)
+            acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "a decryption's final with no tag checked");
+        return 0;
+    }
     if (!c->iv_set)
         return 0;
     if (out == NULL) {
@@ -235,8 +216,11 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
     } else {
         if (!c->len_set && !set_len(c, len))
             return 0;
-        if (!c->base.enc && !c->tag_set)
-            return 0;   /* the tag comes before the data */
+        if (!c->base.enc && !c->tag_set) {   /* the tag comes before the data */
+            if (acc_compat()->ccm_tag_not_set)
+                acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "a decryption's data before its tag");
+            return 0;
+        }
         if (!data_run(c, in, out, len, c->base.enc ? NULL : c->buf))
             return 0;
         if (c->base.enc)

@@ -7,7 +7,6 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/provider.h>
 #include <openssl/params.h>
 #include "provider/cipher/aead.h"
 #include "provider/cipher/cipher_ccm.h"
@@ -109,44 +108,10 @@ static int get_size(OSSL_PARAM *p, size_t v)
     return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
 }
 
-/* How many bytes the running default's CCM gives for IV and for UPDATED_IV into a buffer longer than
- * its 16-byte nonce buffer: OpenSSL 3.0.19's gives as many as asked for both, reading on into the
- * context's next 16-byte buffer (the tag given, or the TLS AAD; found by fuzz-smoke: 23 asked, 23
- * given), and so does 3.5.9's. Asked once of the default itself, each key (24 bytes asked
- * of a fresh context); 16 where it gives no more. [0]: IV, [1]: UPDATED_IV. */
-static size_t iv_room[2];
-
-static void iv_room_probe(void)
-{
-    static const unsigned char zero[16];
-    static const char *const keys[2] = { OSSL_CIPHER_PARAM_IV, OSSL_CIPHER_PARAM_UPDATED_IV };
-    OSSL_LIB_CTX *lc = OSSL_LIB_CTX_new();   /* the default alone, in a library context of its own */
-    OSSL_PROVIDER *def = lc != NULL ? OSSL_PROVIDER_load(lc, "default") : NULL;
-    EVP_CIPHER *ci = def != NULL ? EVP_CIPHER_fetch(lc, "AES-128-CCM", NULL) : NULL;
-    EVP_CIPHER_CTX *x = ci != NULL ? EVP_CIPHER_CTX_new() : NULL;
-    unsigned char b[24];
-    int inited = x != NULL && EVP_EncryptInit_ex2(x, ci, zero, zero, NULL);
-
-    ERR_set_mark();
-    for (int i = 0; i < 2; i++) {
-        OSSL_PARAM q[2] = { OSSL_PARAM_octet_string(keys[i], b, sizeof(b)), OSSL_PARAM_END };
-
-        /* not asked (no memory): what 3.0.19 and 3.5.9 were seen to do */
-        iv_room[i] = !inited || (EVP_CIPHER_CTX_get_params(x, q) && q[0].return_size == sizeof(b)) ? 32 : 16;
-    }
-    EVP_CIPHER_CTX_free(x);
-    EVP_CIPHER_free(ci);
-    if (def != NULL)
-        OSSL_PROVIDER_unload(def);
-    OSSL_LIB_CTX_free(lc);
-    ERR_pop_to_mark();
-}
-
 /* IV and UPDATED_IV: the nonce buffer, as many bytes as asked, up to what the running default gives
- * (iv_room: its nonce buffer, on 3.0 with the next buffer after it). */
+ * (compat.c's ccm_iv_room: its nonce buffer, on 3.0 with the next buffer after it). */
 static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     uint8_t both[32];
     size_t n, room;
     int ok;
@@ -156,8 +121,7 @@ static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
                   p->data_size);
         return 0;
     }
-    pthread_once(&once, iv_room_probe);
-    room = iv_room[strcmp(p->key, OSSL_CIPHER_PARAM_IV) != 0];
+    room = (size_t)acc_compat()->ccm_iv_room[strcmp(p->key, OSSL_CIPHER_PARAM_IV) != 0];
     n = p->data_size < room ? p->data_size : room;
     if (n <= 16 || p->data_type == OSSL_PARAM_OCTET_PTR) {   /* a pointer: iv and buf are one struct's */
         ok = acc_compat_set_iv(p, c->iv, n, 1);

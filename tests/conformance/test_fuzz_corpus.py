@@ -58,9 +58,6 @@ KNOWN = {
                                  "call failed, a re-init with an IV, a 0-byte and a failing 33-byte EVP_Cipher and a "
                                  "final, the default provider gives a 12-byte tag and accelaes refuses it (operation "
                                  "20); 3.0's default refuses it too. Cause in 3.5's CCM state not found yet."),
-    "regress-ccm-iv-over16": (0x30500000, 0x30600000, "AES-128-CCM on OpenSSL 3.5: 'updated-iv' got into 23 bytes "
-                              "(operation 10): the default gives 23, accelaes 16; on 3.0 and 3.6 they agree (the IV "
-                              "room asked of the default); on 3.5 accelaes's get_iv is not reached for it. Open."),
 }
 
 
