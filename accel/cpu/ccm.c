@@ -57,9 +57,15 @@ static void ctr64_inc(uint8_t c[16])
 
 static int ccm_set_key(acc_ccm_state *s, const acc_engine *eng, const uint8_t *key, size_t keylen)
 {
+    uint8_t mac[16];
+
+    /* the MAC outlives a new key, as in the default's CCM128 (its tag can be got again) */
+    memcpy(mac, s->cmac, sizeof(mac));
     if (s->eng != NULL)
         s->eng->free_key(&s->ks);
     OPENSSL_cleanse(s, sizeof(*s));
+    memcpy(s->cmac, mac, sizeof(mac));
+    OPENSSL_cleanse(mac, sizeof(mac));
     if (!eng->set_key(&s->ks, key, keylen, 1))
         return 0;
     s->eng = eng;

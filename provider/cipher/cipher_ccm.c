@@ -93,6 +93,9 @@ static int ccm_init(void *vctx, const unsigned char *key, size_t keylen, const u
             return 0;
         }
         c->key_set = 1;
+        /* as the default's key set-up (CRYPTO_ccm128_init): the counter block cleared, its flags from
+         * the context's L and M, the MAC left as it was, so that a tag got next is the last one */
+        c->st.nonce[0] = (uint8_t)(((c->l - 1) & 7) | (((c->m - 2) / 2) & 7) << 3);
     }
     return acc_ccm_set_ctx_params(c, params);
 }
