@@ -82,12 +82,18 @@ static void ccm_cleanse(acc_ccm_state *s)
 /* B0: flags, the nonce, mlen in the last l bytes (higher bits dropped, as the default's). */
 static int ccm_setiv(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t mlen, size_t m, size_t l)
 {
-    if (l < 2 || l > 8 || nlen < 15 - l)
+    /* L and M come from the flags the key's set-up wrote (or the last message left), not from m and l:
+     * the default's CCM128 reads them there, so an IV or tag length set after the key takes effect
+     * at the next key, and a message that failed its length check leaves M spoilt */
+    size_t L = (size_t)(s->nonce[0] & 7) + 1;
+
+    (void)m, (void)l;
+    if (L < 2 || nlen < 15 - L)
         return 0;
     s->failed = 0;
-    s->nonce[0] = (uint8_t)(((l - 1) & 7) | (((m - 2) / 2) & 7) << 3);
-    memcpy(s->nonce + 1, nonce, 15 - l);
-    for (size_t i = 0; i < l; i++)
+    s->nonce[0] &= (uint8_t)~0x40;
+    memcpy(s->nonce + 1, nonce, 15 - L);
+    for (size_t i = 0; i < L; i++)
         s->nonce[15 - i] = (uint8_t)(i < sizeof(mlen) ? mlen >> (8 * i) : 0);
     return 1;
 }
