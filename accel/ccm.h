@@ -27,7 +27,10 @@ typedef struct acc_ccm_state {
  *  - aad: the whole AAD at once (0 bytes: nothing); a second call starts the MAC again.
  *  - crypt: the data, exactly mlen bytes in one call (0 otherwise, the state as the default's
  *    leaves it); in == out legal. The tag is ready after it. -1: the engine failed (the
- *    message is lost; the caller wipes the output and raises).
+ *    message is lost; the caller wipes the output and raises). whole_enc: the direction whose
+ *    MAC the whole blocks take (the plaintext: the input encrypting, the output decrypting),
+ *    enc the partial last block's; the same but where the caller mirrors a default whose
+ *    block function was chosen at its key (compat.h ccm_blocks_dir_at_key).
  *  - tag: the m bytes of the tag; 0 when len is not the message's m. */
 typedef struct acc_ccm_engine {
     const char *name;
@@ -35,7 +38,7 @@ typedef struct acc_ccm_engine {
     void (*cleanse)(acc_ccm_state *s);
     int (*setiv)(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t mlen, size_t m, size_t l);
     void (*aad)(acc_ccm_state *s, const uint8_t *aad, size_t len);
-    int (*crypt)(acc_ccm_state *s, int enc, const uint8_t *in, uint8_t *out, size_t len);
+    int (*crypt)(acc_ccm_state *s, int enc, int whole_enc, const uint8_t *in, uint8_t *out, size_t len);
     int (*tag)(const acc_ccm_state *s, uint8_t *tag, size_t len);
 } acc_ccm_engine;
 

@@ -237,12 +237,13 @@ TGT_NI static size_t ni_whole(acc_ccm_state *s, int enc, const uint8_t *in, uint
     return nb * 16;
 }
 
-static int ccm_crypt(acc_ccm_state *s, int ni, int enc, const uint8_t *in, uint8_t *out, size_t len)
+static int ccm_crypt(acc_ccm_state *s, int ni, int enc, int whole_enc, const uint8_t *in, uint8_t *out,
+                     size_t len)
 {
     uint8_t flags0 = s->nonce[0], s0[16];
     unsigned int l = flags0 & 7;   /* L - 1 */
     uint64_t n = 0;
-    size_t done;
+    size_t done, whole = len & ~(size_t)15;
 
     if (!(flags0 & 0x40)) {   /* no AAD: the MAC starts from B0 alone */
         memcpy(s->cmac, s->nonce, 16);
@@ -256,9 +257,11 @@ static int ccm_crypt(acc_ccm_state *s, int ni, int enc, const uint8_t *in, uint8
     s->nonce[15] = 1;
     if (n != (uint64_t)len)
         return s->failed ? -1 : 0;   /* the state stays as the default's leaves it: its flags spoilt */
-    done = ni ? ni_whole(s, enc, in, out, len) : 0;
-    if (len > done)
-        ccm_blocks(s, ni, enc, in + done, out + done, len - done);
+    done = ni ? ni_whole(s, whole_enc, in, out, whole) : 0;
+    if (whole > done)
+        ccm_blocks(s, ni, whole_enc, in + done, out + done, whole - done);
+    if (len > whole)   /* the partial block: a message of its own to ccm_blocks, in the call's direction */
+        ccm_blocks(s, ni, enc, in + whole, out + whole, len - whole);
     for (unsigned int i = 15 - l; i < 16; i++)
         s->nonce[i] = 0;
     memcpy(s0, s->nonce, 16);
@@ -294,9 +297,9 @@ static void ni_aad(acc_ccm_state *s, const uint8_t *aad, size_t len)
     acc_clear_xmm();
 }
 
-static int ni_crypt(acc_ccm_state *s, int enc, const uint8_t *in, uint8_t *out, size_t len)
+static int ni_crypt(acc_ccm_state *s, int enc, int whole_enc, const uint8_t *in, uint8_t *out, size_t len)
 {
-    int r = ccm_crypt(s, 1, enc, in, out, len);
+    int r = ccm_crypt(s, 1, enc, whole_enc, in, out, len);
 
     acc_clear_xmm();
     acc_stack_scrub_sse();
@@ -315,9 +318,9 @@ static void blk_aad(acc_ccm_state *s, const uint8_t *aad, size_t len)
     ccm_aad(s, 0, aad, len);
 }
 
-static int blk_crypt(acc_ccm_state *s, int enc, const uint8_t *in, uint8_t *out, size_t len)
+static int blk_crypt(acc_ccm_state *s, int enc, int whole_enc, const uint8_t *in, uint8_t *out, size_t len)
 {
-    return ccm_crypt(s, 0, enc, in, out, len);
+    return ccm_crypt(s, 0, enc, whole_enc, in, out, len);
 }
 
 static const acc_ccm_engine blk_ccm = { "block", blk_set_key, ccm_cleanse, ccm_setiv, blk_aad, blk_crypt, ccm_tag };

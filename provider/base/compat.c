@@ -342,6 +342,30 @@ static int ccm_iv_room(OSSL_PROVIDER *prov, const char *key)
     return r;
 }
 
+/* Is the default's CCM tag of 16 bytes encrypted by a context keyed for decryption (then made an
+ * encryption by a nonce alone) other than that of a context keyed for encryption? (-1: cannot tell) */
+static int ccm_blocks_dir_at_key(OSSL_PROVIDER *prov)
+{
+    static const unsigned char nonce[7];
+    unsigned char in[16] = { 0 }, out[16], tag[2][12];
+    OSSL_PARAM p[2] = { OSSL_PARAM_END, OSSL_PARAM_END };
+    size_t outl;
+    int ok = 1;
+
+    for (int dec = 0; dec < 2 && ok; dec++) {
+        cipher_fns f;
+        void *ctx = ccm_ctx(prov, dec, &f);
+
+        if (ctx == NULL)
+            return -1;
+        p[0] = OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag[dec], sizeof(tag[dec]));
+        ok = f.einit(ctx, NULL, 0, nonce, sizeof(nonce), NULL) && f.cipher(ctx, out, &outl, sizeof(out), in, sizeof(in))
+             && f.get(ctx, p);
+        f.freectx(ctx);
+    }
+    return ok ? memcmp(tag[0], tag[1], sizeof(tag[0])) != 0 : -1;
+}
+
 static int ask(int answer, int by_release)
 {
     return answer < 0 ? by_release : answer;
@@ -383,6 +407,7 @@ static void find_flags(void)
     flags.ccm_tag_not_set = ask(ccm_tag_not_set_raised(def), since_4_0);
     flags.ccm_iv_room[0] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_IV), 32);
     flags.ccm_iv_room[1] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_UPDATED_IV), 32);
+    flags.ccm_blocks_dir_at_key = ask(ccm_blocks_dir_at_key(def), 0);
     flags.repeated_param_refused[ACC_DECODER_XTS_SET] =
         ask(refuses_repeated(def, "AES-128-XTS", 1, OSSL_CIPHER_PARAM_KEYLEN, 32), since_4_0);
     if (def != NULL)

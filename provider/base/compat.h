@@ -60,6 +60,11 @@ typedef struct {
     /* The bytes CCM gives for IV [0] and UPDATED_IV [1] into a buffer over 16 bytes: 32 (as many as asked,
      * its nonce buffer and the next: 3.0.19, 3.5.9 for UPDATED_IV) or 16. */
     int ccm_iv_room[2];
+    /* CCM's whole blocks are MACed in the direction the key was set up in, whichever way the data
+     * then goes (the partial last block in the data's): the default's AES-NI CCM picks its block
+     * function (encrypting or decrypting) at the key. Where the default has no such function (no
+     * AES-NI), 0. Every release so far. */
+    int ccm_blocks_dir_at_key;
 } acc_compat_flags;
 
 /* The running release's flags, found on first use (thread-safe) and then fixed. */

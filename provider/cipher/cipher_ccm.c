@@ -93,6 +93,7 @@ static int ccm_init(void *vctx, const unsigned char *key, size_t keylen, const u
             return 0;
         }
         c->key_set = 1;
+        c->key_enc = enc;
         /* as the default's key set-up (CRYPTO_ccm128_init): the counter block cleared, its flags from
          * the context's L and M, the MAC left as it was, so that a tag got next is the last one */
         c->st.nonce[0] = (uint8_t)(((c->l - 1) & 7) | (((c->m - 2) / 2) & 7) << 3);
@@ -141,7 +142,10 @@ static int set_len(acc_ccm_ctx *c, size_t mlen)
 static int data_run(acc_ccm_ctx *c, const unsigned char *in, unsigned char *out, size_t len, const uint8_t *tag)
 {
     uint8_t mine[16];
-    int ok, r = c->ceng->crypt(&c->st, c->base.enc, in, out, len);
+    /* a default whose block function was chosen at its key's set-up MACs the whole blocks as that
+     * direction would, whichever way the data goes now (compat.c asks it) */
+    int whole_enc = acc_compat()->ccm_blocks_dir_at_key ? c->key_enc : c->base.enc;
+    int ok, r = c->ceng->crypt(&c->st, c->base.enc, whole_enc, in, out, len);
 
     if (r < 0) {   /* the engine failed: the message is lost, as after its end */
         c->iv_set = c->tag_set = c->len_set = 0;

@@ -15,6 +15,7 @@ typedef struct acc_ccm_ctx {
     acc_ccm_state st;           /* the engine's key and message (64-byte aligned) */
     const acc_ccm_engine *ceng;
     int key_set, iv_set, tag_set, len_set;
+    int key_enc;                /* the direction the key was set up in (compat.h ccm_blocks_dir_at_key) */
     int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
     size_t l, m;                /* the length field's bytes (2..8) and the tag's (4..16, even) */
     size_t tls_aad_len;         /* ACC_AEAD_UNSET: not a TLS record; once set, every call is one */

@@ -147,6 +147,35 @@ def test_wrong_order_like_default(ccm_pair):
     same(ccm_pair(128), script)
 
 
+def test_direction_changed_without_key(ccm_pair):
+    """A context keyed for one direction and turned to the other by an init with a nonce alone: the
+    default's AES-NI CCM keeps the block function its key chose (on a CPU with AES-NI, whole blocks
+    are MACed as the key's direction; without, as the data's), so bytes, tags and verdicts must
+    follow the running default whichever it is (found by CI's fuzz-smoke: regress-ccm-blocks-dir-at-key)."""
+    nonce = bytes(range(7))
+
+    def script(cipher, key):
+        logs = []
+        for key_enc in (0, 1):
+            for n in (0, 5, 16, 41, 64):
+                c = Ccm(cipher, key_enc)
+                c.key_iv(key, nonce)
+                c.enc = 1 - key_enc          # the other direction, the key kept
+                c.key_iv(None, nonce)
+                if c.enc:
+                    c.data(bytes(range(n)))
+                    c.get_tag(12)
+                else:
+                    c.set_tag(bytes(12))
+                    c.data(bytes(range(n)))   # the verdict and, where it passes, the bytes
+                c.final()
+                logs += c.log
+        return logs
+
+    for bits in BITS:
+        same(ccm_pair(bits), lambda cipher: script(cipher, bytes(range(bits // 8))))
+
+
 def test_params_like_default(ccm_pair):
     """Context parameters got and set at each stage, and the context's gettable and settable lists."""
     specs = [("ivlen", "uint"), ("keylen", "uint"), ("taglen", "uint"), ("iv", "octet", 15),
