@@ -27,12 +27,20 @@ TGT_NI static void ni_enc2(const acc_aes_key *k, uint8_t a[16], uint8_t b[16])
 
 /* One block in place. ni: AES-NI; else the block engine's ECB, which only nested EVP can fail: the
  * block is wiped and the message marked failed (crypt then returns -1). */
+TGT_NI static void ni_enc1(const acc_aes_key *k, uint8_t b[16])
+{
+    const uint8_t *rk = k->enc;
+    __m128i x = _mm_xor_si128(XLD(b), XKEY(rk, 0));
+
+    for (int r = 1; r < k->rounds; r++)
+        x = _mm_aesenc_si128(x, XKEY(rk, r));
+    XST(b, _mm_aesenclast_si128(x, XKEY(rk, k->rounds)));
+}
+
 static void enc1(acc_ccm_state *s, int ni, uint8_t b[16])
 {
-    uint8_t dummy[16] = { 0 };
-
     if (ni)
-        ni_enc2(&s->ks, b, dummy);
+        ni_enc1(&s->ks, b);
     else if (!s->eng->ecb_enc(&s->ks, b, b, 1)) {
         OPENSSL_cleanse(b, 16);
         s->failed = 1;
@@ -59,6 +67,14 @@ static int ccm_set_key(acc_ccm_state *s, const acc_engine *eng, const uint8_t *k
 {
     uint8_t mac[16];
 
+    /* the same AES-NI schedule again (a key per record, as libssl's CCM and openssl speed's): set_key
+     * overwrites it whole and wipes its decryption half, so two ~500-byte cleanses per record are
+     * spared (a fifth of a 16-byte record's time) */
+    if (s->eng == eng && (eng->caps & ACC_CAP_NI_SCHEDULE)) {
+        memset(s->nonce, 0, sizeof(s->nonce));
+        s->failed = 0;
+        return eng->set_key(&s->ks, key, keylen, 1);
+    }
     /* the MAC outlives a new key, as in the default's CCM128 (its tag can be got again) */
     memcpy(mac, s->cmac, sizeof(mac));
     if (s->eng != NULL)

@@ -98,7 +98,7 @@ int acc_ccm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
     if (!acc_compat_unrepeated_keys(params, set_keys, ACC_DECODER_COMMON))
         return 0;
     for (size_t i = 0; set_keys[i] != NULL; i++)
-        if ((p = OSSL_PARAM_locate_const(params, set_keys[i])) != NULL && !set_fns[i](vctx, p))
+        if ((p = acc_aead_param_find(params, set_keys[i])) != NULL && !set_fns[i](vctx, p))
             return 0;
     return 1;
 }
@@ -182,7 +182,7 @@ int acc_ccm_get_ctx_params(void *vctx, OSSL_PARAM params[])
     if (!acc_compat_unrepeated_keys(params, get_keys, ACC_DECODER_COMMON))
         return 0;
     for (size_t i = 0; get_keys[i] != NULL; i++)
-        if ((p = OSSL_PARAM_locate(params, get_keys[i])) != NULL && !get_one(vctx, i, p))
+        if ((p = (OSSL_PARAM *)acc_aead_param_find(params, get_keys[i])) != NULL && !get_one(vctx, i, p))
             return 0;
     return 1;
 }
