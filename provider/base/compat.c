@@ -306,6 +306,26 @@ static int ccm_final_strict(OSSL_PROVIDER *prov)
     return r;
 }
 
+/* Is there a tag to get after the default's CCM final of an encryption with a nonce and no data? (-1: cannot
+ * tell) */
+static int ccm_final_runs_empty(OSSL_PROVIDER *prov)
+{
+    unsigned char out[16], tag[12];
+    OSSL_PARAM p[2] = { OSSL_PARAM_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, sizeof(tag)), OSSL_PARAM_END };
+    size_t outl = 0;
+    cipher_fns f;
+    void *ctx = ccm_ctx(prov, 0, &f);
+    int r;
+
+    if (ctx == NULL)
+        return -1;
+    ERR_set_mark();
+    r = f.final(ctx, out, &outl, sizeof(out)) ? f.get(ctx, p) : -1;
+    ERR_pop_to_mark();
+    f.freectx(ctx);
+    return r;
+}
+
 /* Does the default's CCM raise "tag not set" for a decryption's data with no tag set? (-1: cannot tell) */
 static int ccm_tag_not_set_raised(OSSL_PROVIDER *prov)
 {
@@ -404,6 +424,7 @@ static void find_flags(void)
     flags.repeated_param_refused[ACC_DECODER_STITCHED] =
         ask(refuses_repeated(def, "AES-128-CBC-HMAC-SHA1", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_4_0);
     flags.ccm_final_strict = ask(ccm_final_strict(def), since_3_5);
+    flags.ccm_final_runs_empty = ask(ccm_final_runs_empty(def), since_3_5);
     flags.ccm_tag_not_set = ask(ccm_tag_not_set_raised(def), since_4_0);
     flags.ccm_iv_room[0] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_IV), 32);
     flags.ccm_iv_room[1] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_UPDATED_IV), 32);

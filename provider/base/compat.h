@@ -50,10 +50,13 @@ typedef struct {
      * decoder (acc_param_decoder): the plain modes' and GCM's from OpenSSL 3.6 (generated decoders),
      * the stitched ciphers' and XTS's set from 4.0 (hand-written in 3.6); before, the first is used. */
     int repeated_param_refused[3];
-    /* CCM's final refuses a message begun and not completed (a decryption not checked, or checked and
-     * refused; an encryption whose length was fixed and whose data did not come). OpenSSL 3.5.9; 3.0.19
-     * does not. */
+    /* CCM's final refuses a decryption begun and not completed (not checked, or checked and refused).
+     * OpenSSL 3.5.9; 3.0.19 does not. */
     int ccm_final_strict;
+    /* CCM's final makes an encryption begun (a nonce) with no data call the empty message: its tag is
+     * then there (over the AAD, if any); a length fixed other than 0 makes the final fail. OpenSSL 3.5.9;
+     * 3.0.19's final does nothing (no tag to get). */
+    int ccm_final_runs_empty;
     /* CCM raises PROV's "tag not set" for a decryption's data with no tag set (before: fails silently).
      * OpenSSL 4.0. */
     int ccm_tag_not_set;

@@ -24,10 +24,10 @@
 #include "provider/route/prov.h"
 #include "provider/route/skey.h"
 
-/* Does the running default's final fail where a message was begun and not completed? (compat.c asks it) */
+/* Does the running default's final fail where a decryption was begun and not completed? (compat.c asks it) */
 static int final_refused(const acc_ccm_ctx *c)
 {
-    return acc_compat()->ccm_final_strict && (c->base.enc ? c->len_set && !c->tag_set : c->iv_set);
+    return acc_compat()->ccm_final_strict && !c->base.enc && c->iv_set;
 }
 
 /* ======================== Life ======================== */
@@ -192,6 +192,21 @@ static int tls_cipher(acc_ccm_ctx *c, unsigned char *out, size_t *padlen, const 
     return 1;
 }
 
+/* An encryption's final: where the running default makes a message begun (a nonce) with no data call the
+ * empty message (OpenSSL 3.5.9: its tag, over the AAD if any; a length fixed other than 0 then fails), run
+ * it as a data call of 0 bytes; else nothing to do (compat.c asks it). */
+static int final_encrypt(acc_ccm_ctx *c)
+{
+    if (!acc_compat()->ccm_final_runs_empty || !c->iv_set || c->tag_set)
+        return 1;
+    if (!c->len_set && !set_len(c, 0))
+        return 0;
+    if (!data_run(c, NULL, NULL, 0, NULL))
+        return 0;
+    c->tag_set = 1;
+    return 1;
+}
+
 /* The default's ccm_cipher_internal: in == NULL and out == NULL: the message length; out == NULL:
  * the AAD; in == NULL: final (nothing to do); else the data. Raises nothing. */
 static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padlen, const unsigned char *in,
@@ -203,6 +218,8 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
     if (c->tls_aad_len != ACC_AEAD_UNSET)
         return tls_cipher(c, out, padlen, in, len);
     if (in == NULL && out != NULL) {   /* final */
+        if (c->base.enc)
+            return final_encrypt(c);
         if (!final_refused(c))
             return 1;
         if (!c->base.enc && !c->tag_set && acc_compat()->ccm_tag_not_set)

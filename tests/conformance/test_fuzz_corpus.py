@@ -53,12 +53,9 @@ def _libcrypto_version():
 # Open divergences, by seed: where the running libcrypto is in the range given (from, before; None: no end),
 # the seed is known to diverge, and test_known_divergence (a strict xfail: it fails once the seed replays clean) runs it alone
 # instead of letting it stop every whole-corpus replay. Each is a bug to fix, not a behaviour to keep.
-KNOWN = {
-    "seed-evp-aes128ccm-order": (0x30500000, None, "AES-128-CCM misuse on OpenSSL 3.5+: after an encryption's data "
-                                 "call failed, a re-init with an IV, a 0-byte and a failing 33-byte EVP_Cipher and a "
-                                 "final, the default provider gives a 12-byte tag and accelaes refuses it (operation "
-                                 "20); 3.0's default refuses it too. Cause in 3.5's CCM state not found yet."),
-}
+# None open: seed-evp-aes128ccm-order (3.5+) was 3.5.9's CCM final making an encryption with no data call the
+# empty message (compat.c ccm_final_runs_empty). An entry: "seed": (since, before, "why").
+KNOWN = {}
 
 
 def known_here():
