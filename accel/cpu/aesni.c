@@ -53,8 +53,7 @@ TGT_NI static void expand_dec(acc_aes_key *k)
 }
 
 /* One step of the AES-128 schedule, or of AES-256's even or odd half: the previous key words folded
- * (w0, w0^w1, w0^w1^w2, ...) and XORed with aeskeygenassist's word broadcast (shuffle 0xff:
- * RotWord(SubWord) ^ rcon; 0xaa: SubWord alone). */
+ * (w0, w0^w1, w0^w1^w2, ...) and XORed with the new word in every lane (assist below). */
 TGT_NI static inline __m128i fold(__m128i k, __m128i assist)
 {
     k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
@@ -63,32 +62,46 @@ TGT_NI static inline __m128i fold(__m128i k, __m128i assist)
     return _mm_xor_si128(k, assist);
 }
 
-/* AES-128 and AES-256 in registers (aeskeygenassist takes rcon as an immediate, hence the macros): a
- * key per record (CCM, GCM in TLS) made the word loop a fifth of a 16-byte record's time. */
-#define STEP128(i, rc)                                                                                  \
-    (r = fold(r, _mm_shuffle_epi32(_mm_aeskeygenassist_si128(r, rc), 0xff)), XST(k->enc + 16 * (i), r))
-TGT_NI static void expand_128(acc_aes_key *k, const uint8_t *key)
+/* RotWord(SubWord(word 3)) ^ rcon in every word (rot) or SubWord(word 3) (not): word 3 broadcast by a byte
+ * shuffle (rotated or not), then aesenclast with rcon in each word as its round key (ShiftRows moves
+ * nothing in four equal columns). aeskeygenassist took twice aesenclast's latency, and the chain of ten
+ * was a tenth of a 16-byte CCM record's time (a key per record). */
+TGT_NI static inline __m128i assist(__m128i w, __m128i rcon, int rot)
 {
-    __m128i r = XLD(key);
+    const __m128i word3 = rot ? _mm_set1_epi32(0x0c0f0e0d) : _mm_set1_epi32(0x0f0e0d0c);
 
-    XST(k->enc, r);
-    STEP128(1, 0x01), STEP128(2, 0x02), STEP128(3, 0x04), STEP128(4, 0x08), STEP128(5, 0x10);
-    STEP128(6, 0x20), STEP128(7, 0x40), STEP128(8, 0x80), STEP128(9, 0x1b), STEP128(10, 0x36);
+    return _mm_aesenclast_si128(_mm_shuffle_epi8(w, word3), rcon);
 }
 
-#define STEP256(i, rc)                                                                                    \
-    (a = fold(a, _mm_shuffle_epi32(_mm_aeskeygenassist_si128(b, rc), 0xff)), XST(k->enc + 16 * (i), a), \
-     (i) < 14 ? (b = fold(b, _mm_shuffle_epi32(_mm_aeskeygenassist_si128(a, 0), 0xaa)),                  \
-                 XST(k->enc + 16 * ((i) + 1), b))                                                        \
-              : (void)0)
+/* AES-128 and AES-256 in registers; AES-192 takes the word loop. rcon doubles in GF(2^8) (x 2, 0x1b after
+ * 0x80): as a vector of four equal words, a shift and a fix at 0x1b. */
+TGT_NI static void expand_128(acc_aes_key *k, const uint8_t *key)
+{
+    __m128i r = XLD(key), rcon = _mm_set1_epi32(1);
+
+    XST(k->enc, r);
+    for (int i = 1; i <= 10; i++) {
+        r = fold(r, assist(r, rcon, 1));
+        XST(k->enc + 16 * i, r);
+        rcon = i == 8 ? _mm_set1_epi32(0x1b) : _mm_slli_epi32(rcon, 1);
+    }
+}
+
 TGT_NI static void expand_256(acc_aes_key *k, const uint8_t *key)
 {
-    __m128i a = XLD(key), b = XLD(key + 16);
+    __m128i a = XLD(key), b = XLD(key + 16), rcon = _mm_set1_epi32(1);
 
     XST(k->enc, a);
     XST(k->enc + 16, b);
-    STEP256(2, 0x01), STEP256(4, 0x02), STEP256(6, 0x04), STEP256(8, 0x08), STEP256(10, 0x10);
-    STEP256(12, 0x20), STEP256(14, 0x40);
+    for (int i = 2; i <= 14; i += 2) {
+        a = fold(a, assist(b, rcon, 1));
+        XST(k->enc + 16 * i, a);
+        if (i == 14)
+            break;
+        b = fold(b, assist(a, _mm_setzero_si128(), 0));
+        XST(k->enc + 16 * (i + 1), b);
+        rcon = _mm_slli_epi32(rcon, 1);
+    }
 }
 
 TGT_NI static int ni_set_key(acc_aes_key *k, const uint8_t *key, size_t keylen, int enc_only)

@@ -2,18 +2,20 @@
 # bench/scripts/ccm_speed.sh [CIPHER] [ROUNDS]: `openssl speed -aead` (a key, a nonce, the length, 13 bytes of AAD,
 # the data and the tag per record, as TLS does) for accelaes against the running release's default provider,
 # alternated round by round in one run; prints each size's best figure of each and their ratio (>1: accelaes
-# faster). accelaes is fetched with -propquery provider=accelaes, so the figures are its own. Wall clock: run it
+# faster). accelaes is fetched with -propquery provider=accelaes, so the figures are its own; ACCELAES_MODULES=DIR
+# measures another build of the module (a before/after). Wall clock: run it
 # on a quiet machine. CIPHER: aes-128-ccm (default), aes-256-ccm, aes-128-gcm...; ROUNDS: 3.
 set -eu
 cd "$(dirname "$0")/../.."
 cipher=${1:-aes-128-ccm}
 rounds=${2:-3}
-[ -f build/accelaes.so ] || make -s all
+mods=${ACCELAES_MODULES:-$PWD/build}   # another build of the module to measure (a before/after)
+[ -n "${ACCELAES_MODULES:-}" ] || [ -f build/accelaes.so ] || make -s all
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # the machine-readable line: +F:<n>:<name>:<bytes/s for each size...>
 speed() {
-  OPENSSL_MODULES=$PWD/build openssl speed -mr -seconds 1 "$@" -aead -evp "$cipher" 2>/dev/null | grep '^+F:' | cut -d: -f4-
+  OPENSSL_MODULES=$mods openssl speed -mr -seconds 1 "$@" -aead -evp "$cipher" 2>/dev/null | grep '^+F:' | cut -d: -f4-
 }
 i=0
 while [ $i -lt "$rounds" ]; do
