@@ -53,15 +53,10 @@ def _libcrypto_version():
 # Open divergences, by seed: where the running libcrypto is in the range given (from, before; None: no end),
 # the seed is known to diverge, and test_known_divergence (a strict xfail: it fails once the seed replays clean) runs it alone
 # instead of letting it stop every whole-corpus replay. Each is a bug to fix, not a behaviour to keep.
-# seed-evp-aes128ccm-order diverged on 3.5+ until 3.5.9's CCM final was found to make an encryption with no data
-# call the empty message (compat.c ccm_final_runs_empty); it replays clean on 3.5.9 and 3.6.5 since, not on 4.0.3.
-KNOWN = {
-    "seed-evp-aes128ccm-order": (0x40000000, None, "AES-128-CCM misuse on OpenSSL 4.0: after a second data call "
-                                 "failed, failing tag and IV-length sets, a re-init with an IV, a 0-byte and a failing "
-                                 "33-byte EVP_Cipher and a final, 4.0.3's default gives a 12-byte tag and accelaes "
-                                 "refuses it (operation 20); 3.0.19, 3.5.9 and 3.6.5 agree. Cause in 4.0's CCM not "
-                                 "found yet (a probe of the same calls without the copy and the failing sets agrees)."),
-}
+# None open. seed-evp-aes128ccm-order diverged on 3.5+ until 3.5.9's CCM final was found to make an encryption with
+# no data call the empty message (compat.c ccm_final_runs_empty); it replays clean on 3.0.19, 3.5.9, 3.6.5 and 4.0.3.
+# An entry: "seed": (since, before, "why").
+KNOWN = {}
 
 
 def known_here():
