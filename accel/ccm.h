@@ -23,7 +23,8 @@ typedef struct acc_ccm_state {
  *  - set_key: s holds no key or an earlier one (replaced; cleansed). keylen 16, 24, 32. eng:
  *    the context's block engine (the table without AES-NI runs its blocks on it).
  *  - cleanse: the schedule and the message wiped.
- *  - setiv: a message of mlen bytes with nonce (15 - l bytes), tag m bytes, length field l.
+ *  - setiv: a message of mlen bytes with nonce (15 - L bytes); L and the tag length M are the
+ *    flags the caller wrote into nonce[0] when it set the key, as the default's CCM128 reads them.
  *  - aad: the whole AAD at once (0 bytes: nothing); a second call starts the MAC again.
  *  - crypt: the data, exactly mlen bytes in one call (0 otherwise, the state as the default's
  *    leaves it); in == out legal. The tag is ready after it. -1: the engine failed (the
@@ -36,7 +37,7 @@ typedef struct acc_ccm_engine {
     const char *name;
     int (*set_key)(acc_ccm_state *s, const acc_engine *eng, const uint8_t *key, size_t keylen);
     void (*cleanse)(acc_ccm_state *s);
-    int (*setiv)(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t mlen, size_t m, size_t l);
+    int (*setiv)(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t mlen);
     void (*aad)(acc_ccm_state *s, const uint8_t *aad, size_t len);
     int (*crypt)(acc_ccm_state *s, int enc, int whole_enc, const uint8_t *in, uint8_t *out, size_t len);
     int (*tag)(const acc_ccm_state *s, uint8_t *tag, size_t len);

@@ -11,32 +11,44 @@
 #include "accel/ccm.h"
 #include "accel/cpu/aes_x.h"
 
-/* Both blocks through AES, interleaved round by round (AES-NI). */
+/* Two blocks through AES in registers, round by round: the CTR chain and the CBC-MAC chain. */
+TGT_NI static inline void ni_pair(const uint8_t *rk, int rounds, __m128i *x, __m128i *y)
+{
+    __m128i a = _mm_xor_si128(*x, XKEY(rk, 0)), b = _mm_xor_si128(*y, XKEY(rk, 0));
+
+    for (int r = 1; r < rounds; r++) {
+        a = _mm_aesenc_si128(a, XKEY(rk, r));
+        b = _mm_aesenc_si128(b, XKEY(rk, r));
+    }
+    *x = _mm_aesenclast_si128(a, XKEY(rk, rounds));
+    *y = _mm_aesenclast_si128(b, XKEY(rk, rounds));
+}
+
+TGT_NI static inline __m128i ni_one(const uint8_t *rk, int rounds, __m128i x)
+{
+    x = _mm_xor_si128(x, XKEY(rk, 0));
+    for (int r = 1; r < rounds; r++)
+        x = _mm_aesenc_si128(x, XKEY(rk, r));
+    return _mm_aesenclast_si128(x, XKEY(rk, rounds));
+}
+
+/* One block and two blocks in place (AES-NI), through the register functions above. */
+TGT_NI static void ni_enc1(const acc_aes_key *k, uint8_t b[16])
+{
+    XST(b, ni_one(k->enc, k->rounds, XLD(b)));
+}
+
 TGT_NI static void ni_enc2(const acc_aes_key *k, uint8_t a[16], uint8_t b[16])
 {
-    const uint8_t *rk = k->enc;
-    __m128i x = _mm_xor_si128(XLD(a), XKEY(rk, 0)), y = _mm_xor_si128(XLD(b), XKEY(rk, 0));
+    __m128i x = XLD(a), y = XLD(b);
 
-    for (int r = 1; r < k->rounds; r++) {
-        x = _mm_aesenc_si128(x, XKEY(rk, r));
-        y = _mm_aesenc_si128(y, XKEY(rk, r));
-    }
-    XST(a, _mm_aesenclast_si128(x, XKEY(rk, k->rounds)));
-    XST(b, _mm_aesenclast_si128(y, XKEY(rk, k->rounds)));
+    ni_pair(k->enc, k->rounds, &x, &y);
+    XST(a, x);
+    XST(b, y);
 }
 
 /* One block in place. ni: AES-NI; else the block engine's ECB, which only nested EVP can fail: the
  * block is wiped and the message marked failed (crypt then returns -1). */
-TGT_NI static void ni_enc1(const acc_aes_key *k, uint8_t b[16])
-{
-    const uint8_t *rk = k->enc;
-    __m128i x = _mm_xor_si128(XLD(b), XKEY(rk, 0));
-
-    for (int r = 1; r < k->rounds; r++)
-        x = _mm_aesenc_si128(x, XKEY(rk, r));
-    XST(b, _mm_aesenclast_si128(x, XKEY(rk, k->rounds)));
-}
-
 static void enc1(acc_ccm_state *s, int ni, uint8_t b[16])
 {
     if (ni)
@@ -96,14 +108,13 @@ static void ccm_cleanse(acc_ccm_state *s)
 }
 
 /* B0: flags, the nonce, mlen in the last l bytes (higher bits dropped, as the default's). */
-static int ccm_setiv(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t mlen, size_t m, size_t l)
+static int ccm_setiv(acc_ccm_state *s, const uint8_t *nonce, size_t nlen, size_t mlen)
 {
-    /* L and M come from the flags the key's set-up wrote (or the last message left), not from m and l:
-     * the default's CCM128 reads them there, so an IV or tag length set after the key takes effect
-     * at the next key, and a message that failed its length check leaves M spoilt */
+    /* L and M come from the flags the key's set-up wrote (or the last message left): the default's
+     * CCM128 reads them there, so an IV or tag length set after the key takes effect at the next key,
+     * and a message that failed its length check leaves M spoilt */
     size_t L = (size_t)(s->nonce[0] & 7) + 1;
 
-    (void)m, (void)l;
     if (L < 2 || nlen < 15 - L)
         return 0;
     s->failed = 0;
@@ -191,27 +202,6 @@ static void ccm_blocks(acc_ccm_state *s, int ni, int enc, const uint8_t *in, uin
     }
     OPENSSL_cleanse(ks, sizeof(ks));
     OPENSSL_cleanse(prev, sizeof(prev));
-}
-
-/* Two blocks through AES in registers, round by round: the CTR chain and the CBC-MAC chain. */
-TGT_NI static inline void ni_pair(const uint8_t *rk, int rounds, __m128i *x, __m128i *y)
-{
-    __m128i a = _mm_xor_si128(*x, XKEY(rk, 0)), b = _mm_xor_si128(*y, XKEY(rk, 0));
-
-    for (int r = 1; r < rounds; r++) {
-        a = _mm_aesenc_si128(a, XKEY(rk, r));
-        b = _mm_aesenc_si128(b, XKEY(rk, r));
-    }
-    *x = _mm_aesenclast_si128(a, XKEY(rk, rounds));
-    *y = _mm_aesenclast_si128(b, XKEY(rk, rounds));
-}
-
-TGT_NI static inline __m128i ni_one(const uint8_t *rk, int rounds, __m128i x)
-{
-    x = _mm_xor_si128(x, XKEY(rk, 0));
-    for (int r = 1; r < rounds; r++)
-        x = _mm_aesenc_si128(x, XKEY(rk, r));
-    return _mm_aesenclast_si128(x, XKEY(rk, rounds));
 }
 
 /* The message's whole blocks with AES-NI, kept in registers (ccm_blocks' memory round trips per block

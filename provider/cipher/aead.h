@@ -53,6 +53,7 @@ void acc_aead_ctr64_inc(uint8_t counter[8]);
 
 /* PROV's "failed to set parameter" / "failed to get parameter", naming p. Return 0. */
 int acc_aead_failed_to_set(const OSSL_PARAM *p);
+int acc_aead_failed_to_get(const OSSL_PARAM *p);
 /* OSSL_PARAM_locate with the first two bytes compared before strcmp: a small record's calls ask a
  * one-element array for each known key, and the strcmp calls were a sixth of CCM's 16-byte time. */
 static inline const OSSL_PARAM *acc_aead_param_find(const OSSL_PARAM *params, const char *key)
@@ -62,6 +63,5 @@ static inline const OSSL_PARAM *acc_aead_param_find(const OSSL_PARAM *params, co
             return params;
     return NULL;
 }
-int acc_aead_failed_to_get(const OSSL_PARAM *p);
 
 #endif

@@ -6,7 +6,6 @@
  * a tag set before it, and the TLS 1.2 record (4-byte fixed and 8-byte explicit IV, the tag M).
  * The AEAD rules shared with GCM are provider/cipher/aead.c's; the AES work is a CCM engine's
  * (accel/ccm.h), counted as every other mode's. */
-#include <pthread.h>
 #include <string.h>
 #include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
@@ -23,12 +22,6 @@
 #include "provider/base/names.h"
 #include "provider/route/prov.h"
 #include "provider/route/skey.h"
-
-/* Does the running default's final fail where a decryption was begun and not completed? (compat.c asks it) */
-static int final_refused(const acc_ccm_ctx *c)
-{
-    return acc_compat()->ccm_final_strict && !c->base.enc && c->iv_set;
-}
 
 /* ======================== Life ======================== */
 
@@ -131,7 +124,7 @@ static int ccm_skey_dinit(void *vctx, void *skey, const unsigned char *iv, size_
 /* B0 from the nonce, the tag length and the message length (fixed from here on). */
 static int set_len(acc_ccm_ctx *c, size_t mlen)
 {
-    if (!c->ceng->setiv(&c->st, c->iv, ivlen_of(c), mlen, c->m, c->l))
+    if (!c->ceng->setiv(&c->st, c->iv, ivlen_of(c), mlen))
         return 0;
     c->len_set = 1;
     return 1;
@@ -220,9 +213,10 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
     if (in == NULL && out != NULL) {   /* final */
         if (c->base.enc)
             return final_encrypt(c);
-        if (!final_refused(c))
+        /* a decryption begun and not completed: the running default's final may refuse it (compat.c) */
+        if (!acc_compat()->ccm_final_strict || !c->iv_set)
             return 1;
-        if (!c->base.enc && !c->tag_set && acc_compat()->ccm_tag_not_set)
+        if (!c->tag_set && acc_compat()->ccm_tag_not_set)
             acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "a decryption's final with no tag checked");
         return 0;
     }

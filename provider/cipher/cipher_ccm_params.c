@@ -1,12 +1,9 @@
 /* provider/cipher/cipher_ccm_params.c: AES-CCM's context parameters, as the running release's default
  * provider has them (order, errors, lists), for provider/cipher/cipher_ccm.c. */
-#include <pthread.h>
 #include <string.h>
 #include <openssl/core_dispatch.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
 #include <openssl/params.h>
 #include "provider/cipher/aead.h"
 #include "provider/cipher/cipher_ccm.h"
