@@ -33,6 +33,7 @@ REPORT = os.environ.get("ACCELAES_TEST_ENGINE_REPORT")
 ENGINES = {
     "default": ({}, None, "what this machine picks by itself (VAES where it has it; the first GCM engine)"),
     "aesni-xmm": ({"ACCELAES_NO_VAES": "1"}, None, "the xmm AES-NI engine, no VAES"),
+    "aesni-ymm": ({"ACCELAES_VAES": "ymm"}, None, "the ymm VAES engine (cores without AVX-512)"),
     "evp": ({"ACCELAES_FORCE_EVP_ENGINE": "1"}, None, "nested EVP into the default provider (no AES-NI)"),
     "split": ({"ACCELAES_SPLIT_MIN": "4096", "ACCELAES_BACKEND": "cpu", "ACCELAES_SHM": "off"}, None,
               "requests from 4 KiB split over the worker pool, a private unit table"),
@@ -96,6 +97,11 @@ def _why_missing(name):
         if "aes" not in flags:
             return "no AES-NI here: no xmm engine"
         return None if "vaes" in flags else "no VAES here: the default is the xmm engine already"
+    if name == "aesni-ymm":
+        flags = _cpu_flags()
+        if not {"aes", "vaes", "avx2", "vpclmulqdq"} <= flags:
+            return "no VAES with AVX2 here: no ymm engine"
+        return None if "avx512f" in flags else "no AVX-512 here: the default is the ymm engine already"
     if name.startswith("gcm-"):
         have, why = _gcm_engines()
         if have is None:

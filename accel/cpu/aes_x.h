@@ -236,6 +236,11 @@ int acc_vaes_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size
 int acc_vaes_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n);
 int acc_vaes_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t iv[16]);
 int acc_vaes_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t ctr[16]);
+/* The ymm VAES engine's (vaes_y.c: VAES without AVX-512). */
+int acc_vaesy_ecb_enc(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n);
+int acc_vaesy_ecb_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n);
+int acc_vaesy_cbc_dec(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t iv[16]);
+int acc_vaesy_ctr(const acc_aes_key *k, const uint8_t *in, uint8_t *out, size_t n, uint8_t ctr[16]);
 /* The XTS data units of both engines (xts.c): xmm only, and VAES from VAES_MIN blocks on. */
 int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in, uint8_t *out,
                size_t len, int dec);

@@ -260,24 +260,52 @@ static const acc_engine vaes_engine = {
     .caps = ACC_CAP_NI_SCHEDULE | ACC_CAP_ZMM,
 };
 
+/* VAES on ymm, for cores without AVX-512 (vaes_y.c); XTS on the xmm code. */
+static const acc_engine vaesy_engine = {
+    .name = "aesni-vaes-ymm",
+    .set_key = ni_set_key,
+    .ecb_enc = acc_vaesy_ecb_enc,
+    .ecb_dec = acc_vaesy_ecb_dec,
+    .cbc_enc = ni_cbc_enc,
+    .cbc_dec = acc_vaesy_cbc_dec,
+    .ctr = acc_vaesy_ctr,
+    .xts = acc_xts_ni,
+    .copy_key = ni_copy_key,
+    .free_key = ni_free_key,
+    .caps = ACC_CAP_NI_SCHEDULE,
+};
+
 /* ------------------------------------------------------------------------------------------
  * Run-time selection
  * ------------------------------------------------------------------------------------------ */
 
 static const acc_engine *aesni_chosen;
 
-static void aesni_choose(void)
+static int env_is(const char *name, const char *value)
 {
-    const char *no_vaes = secure_getenv("ACCELAES_NO_VAES");
-    if (!acc_cpu_has(ACC_CPU_AESNI))
-        aesni_chosen = NULL;
-    else if (acc_cpu_has(ACC_CPU_VAES512) && !(no_vaes != NULL && strcmp(no_vaes, "1") == 0))
-        aesni_chosen = &vaes_engine;
-    else
-        aesni_chosen = &ni_engine;
+    const char *v = secure_getenv(name);
+    return v != NULL && strcmp(v, value) == 0;
 }
 
-/* ACCELAES_NO_VAES=1 (read once) keeps the xmm code, so tests cover both paths on one machine. */
+/* zmm where the core has AVX-512, else ymm where it has VAES, else xmm. ACCELAES_NO_VAES=1 keeps
+ * the xmm code and ACCELAES_VAES=ymm the ymm code on an AVX-512 core (both read once), so tests
+ * cover every tier the machine can run. */
+static void aesni_choose(void)
+{
+    int ymm = acc_cpu_has(ACC_CPU_VAES256);
+
+    if (!acc_cpu_has(ACC_CPU_AESNI))
+        aesni_chosen = NULL;
+    else if (env_is("ACCELAES_NO_VAES", "1"))
+        aesni_chosen = &ni_engine;
+    else if (ymm && env_is("ACCELAES_VAES", "ymm"))
+        aesni_chosen = &vaesy_engine;
+    else if (acc_cpu_has(ACC_CPU_VAES512))
+        aesni_chosen = &vaes_engine;
+    else
+        aesni_chosen = ymm ? &vaesy_engine : &ni_engine;
+}
+
 const acc_engine *acc_engine_aesni(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -39,6 +39,11 @@ static void probe(void)
             f |= ACC_CPU_SHA;
         if ((b & bit_AVX2) && (xcr0 & 0x6) == 0x6)
             f |= ACC_CPU_AVX2;
+        /* the VEX forms of VAES and VPCLMULQDQ need only the ymm state: cores without AVX-512
+         * (AMD Zen 3) run two 256-bit AES instructions a cycle through them */
+        if ((b & bit_AVX2) && (c & bit_VAES) && (c & bit_VPCLMULQDQ) && (xcr0 & 0x6) == 0x6
+            && (f & ACC_CPU_AESNI) && (c1 & bit_PCLMUL))
+            f |= ACC_CPU_VAES256;
         if ((xcr0 & 0xe6) == 0xe6) {
             if (b & bit_AVX512F)
                 f |= ACC_CPU_AVX512F;

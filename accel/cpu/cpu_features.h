@@ -14,6 +14,7 @@ enum {
     ACC_CPU_VPCLMUL = 1u << 6,
     ACC_CPU_AVX = 1u << 7,     /* AVX, ymm state enabled by the OS */
     ACC_CPU_AVX512F = 1u << 8, /* AVX512F, zmm state enabled by the OS */
+    ACC_CPU_VAES256 = 1u << 9, /* VAES, AVX2 and VPCLMULQDQ on ymm, ymm state enabled (Zen 3) */
     ACC_CPU_PROBED = 1u << 31  /* set once the probe ran: 0 means not yet */
 };
 

@@ -5,7 +5,8 @@
  * a run slower):
  *  - the core clock: a chain of dependent 64-bit adds retires one per cycle;
  *  - the issue limit: twelve independent chains of one VAES instruction on zmm registers (one per
- *    cycle on Zen 4, four blocks each), or of AES-NI on xmm where there is no VAES;
+ *    cycle on Zen 4, four blocks each), on ymm where the core has VAES without AVX-512 (Zen 3: two
+ *    a cycle, two blocks each), or of AES-NI on xmm where there is no VAES;
  *  - the engine (acc_engine_default(), as the provider runs it) on SIZE bytes in place, per mode and
  *    key size.
  * An AES-k block takes `rounds` AES instructions (the whitening is an XOR), so the limit in cycles
@@ -54,12 +55,15 @@ static double ns_per_cycle(void)
         }                                                                                  \
     } while (0)
 
-TGT static double ns_per_aes(int zmm)
+/* lanes: 4 (VAES on zmm), 2 (VAES on ymm: cores without AVX-512) or 1 (AES-NI on xmm) */
+TGT static double ns_per_aes(int lanes)
 {
     long n = 20000000;
     double t0 = now();
-    if (zmm)
+    if (lanes == 4)
         CHAINS(__m512i, _mm512_aesenc_epi128, _mm512_set1_epi32, "v");
+    else if (lanes == 2)
+        CHAINS(__m256i, _mm256_aesenc_epi128, _mm256_set1_epi32, "x");
     else
         CHAINS(__m128i, _mm_aesenc_si128, _mm_set1_epi32, "x");
     return (now() - t0) * 1e9 / (12.0 * (double)n);
@@ -170,16 +174,19 @@ static void gcm_print(double cyc, double aes, double bytes_per_instr, double ecb
         }
 }
 
-static int has_vaes(void)
+/* The widest AES instruction the core has, in blocks (ns_per_aes). */
+static int aes_lanes(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx512f");
+    if (!__builtin_cpu_supports("vaes"))
+        return 1;
+    return __builtin_cpu_supports("avx512f") ? 4 : __builtin_cpu_supports("avx2") ? 2 : 1;
 }
 
 int main(int argc, char **argv)
 {
     size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 16384;
-    int rounds = argc > 2 ? atoi(argv[2]) : 15, zmm = has_vaes();
+    int rounds = argc > 2 ? atoi(argv[2]) : 15, lanes = aes_lanes();
     const acc_engine *e = acc_engine_default();
     static const int keybytes[3] = { 16, 24, 32 };
     acc_aes_key ks[3];
@@ -203,17 +210,17 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) {
         double v;
         if ((v = ns_per_cycle()) < cyc) cyc = v;
-        if ((v = ns_per_aes(zmm)) < aes) aes = v;
+        if ((v = ns_per_aes(lanes)) < aes) aes = v;
         for (int s = 0; s < 3; s++)
             for (int m = 0; m < NMODES; m++)
                 if ((v = engine_ns_per_byte(e, &ks[s], m, buf, len)) < eng[s][m])
                     eng[s][m] = v;
         gcm_round(key, buf, len);
     }
-    double bytes_per_instr = zmm ? 64.0 : 16.0;
+    double bytes_per_instr = 16.0 * lanes;
     printf("engine %s, %zu bytes in place, best of %d rounds\n", e->name, len, rounds);
     printf("core clock %.2f GHz; one %s AES instruction per %.2f cycles (%.3f ns) = %.0f bytes per cycle "
-           "per round\n", 1.0 / cyc, zmm ? "zmm VAES" : "xmm AES-NI", aes / cyc, aes, bytes_per_instr * cyc / aes);
+           "per round\n", 1.0 / cyc, lanes == 4 ? "zmm VAES" : lanes == 2 ? "ymm VAES" : "xmm AES-NI", aes / cyc, aes, bytes_per_instr * cyc / aes);
     printf("| key | mode | engine c/B | limit c/B | engine GB/s | limit GB/s | share of limit |\n");
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (int s = 0; s < 3; s++) {

@@ -200,7 +200,7 @@ static int scan_conf_section(const char *provname, acc_settings *s, const char *
 /* Every ACCELAES_* variable anything of this project reads. The provider's own: its settings (built
  * from setting_names), then these; warn_unknown_env names them when it meets another. */
 static const char *const provider_env[] = {
-    "SHM_NAME", "GPU_PLUGIN", "GPU_VERBOSE", "FORCE_EVP_ENGINE", "NO_VAES",
+    "SHM_NAME", "GPU_PLUGIN", "GPU_VERBOSE", "FORCE_EVP_ENGINE", "NO_VAES", "VAES",
     /* accel/cuda/runtime.cu's tuning and fault injection */
     "CUDA_ADAPT", "CUDA_CHUNK_KB", "CUDA_CTR", "CUDA_DEVICE", "CUDA_FAIL_AFTER", "CUDA_HOST_SPIN_US",
     "CUDA_HOST_THREADS", "CUDA_NT_KB", "CUDA_SLOTS", "CUDA_SPLIT", "CUDA_STREAMS", "CUDA_DMA",

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <openssl/evp.h>
 #include "accel/engine.h"
+#include "accel/cpu/cpu_features.h"
 
 /* Each including test uses only some of these helpers. */
 #pragma GCC diagnostic push
@@ -108,33 +109,34 @@ static int reference(int mode, const uint8_t *key, int keybits, const uint8_t *i
     return ok;
 }
 
-/* ---- the xmm re-run: this binary again, with ACCELAES_NO_VAES=1 ---- */
+/* ---- the re-runs: this binary again, on a narrower engine (var=value picks it; want: its name) ---- */
 
-static void run_xmm_child(uint64_t seed, const char *prog)
+static void run_child(uint64_t seed, const char *prog, const char *var, const char *value, const char *want)
 {
-    char line[256], sseed[32];
+    char line[256], sseed[32], arg[64];
     int fd[2], p = 0, f = -1, status = 0;
 
     snprintf(sseed, sizeof(sseed), "%llu", (unsigned long long)seed);
     fflush(stdout);
     if (pipe(fd) != 0) {
-        check(0, acc_engine_aesni(), "pipe for the xmm re-run");
+        check(0, acc_engine_aesni(), "pipe for the %s re-run", want);
         return;
     }
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd[1], 1);
         close(fd[0]);
-        setenv("ACCELAES_NO_VAES", "1", 1);
+        setenv(var, value, 1);
         setenv("ACCELAES_FORCE_EVP_ENGINE", "1", 1);
         setenv("ACCELAES_TEST_SEED", sseed, 1);
-        execl("/proc/self/exe", prog, "--child", (char *)NULL);
+        snprintf(arg, sizeof(arg), "--child=%s", want);
+        execl("/proc/self/exe", prog, arg, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
     FILE *fp = fdopen(fd[0], "r");
     while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
-        printf("  [xmm re-run] %s", line);
+        printf("  [%s re-run] %s", want, line);
         sscanf(line, "%d passed, %d failed", &p, &f);
     }
     if (fp != NULL)
@@ -142,11 +144,11 @@ static void run_xmm_child(uint64_t seed, const char *prog)
     waitpid(pid, &status, 0);
     passed += p;
     if (f < 0 || !WIFEXITED(status))
-        check(0, acc_engine_aesni(), "xmm re-run did not finish (status %d)", status);
+        check(0, acc_engine_aesni(), "%s re-run did not finish (status %d)", want, status);
     else if (f > 0)
         failed += f;
     else if (WEXITSTATUS(status) != 0)
-        check(0, acc_engine_aesni(), "xmm re-run exited with %d", WEXITSTATUS(status));
+        check(0, acc_engine_aesni(), "%s re-run exited with %d", want, WEXITSTATUS(status));
 }
 
 /* One engine through the test body; no engine call may have reported failure. */
@@ -161,10 +163,11 @@ static void run_engine(const acc_engine *e, void (*body)(const acc_engine *))
 }
 
 /* The including test's main: body on the AES-NI engine (VAES where the CPU has it) and the nested-EVP
- * engine, then on the xmm engine in a re-run of prog ("--child" marks the re-run). */
+ * engine, then on each narrower engine the CPU has in a re-run of prog ("--child=NAME" marks a
+ * re-run that must run on engine NAME): xmm below either VAES engine, ymm below zmm. */
 static int engine_test_main(int argc, char **argv, const char *prog, void (*body)(const acc_engine *))
 {
-    int child = argc > 1 && strcmp(argv[1], "--child") == 0;
+    const char *child = argc > 1 && strncmp(argv[1], "--child=", 8) == 0 ? argv[1] + 8 : NULL;
     const char *s = getenv("ACCELAES_TEST_SEED"), *force = getenv("ACCELAES_FORCE_EVP_ENGINE");
     uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     const acc_engine *ni = acc_engine_aesni(), *evp = acc_engine_evp();
@@ -182,14 +185,19 @@ static int engine_test_main(int argc, char **argv, const char *prog, void (*body
     else
         printf("skip: AES-NI engine: this CPU has no AES-NI\n");
     if (child) {
-        check(ni == NULL || strcmp(ni->name, "aesni") == 0, evp, "ACCELAES_NO_VAES=1 ignored");
+        check(ni == NULL || strcmp(ni->name, child) == 0, evp, "the re-run for %s got %s", child,
+              ni ? ni->name : "no engine");
     } else {
         run_engine(evp, body);
-        if (ni != NULL && strcmp(ni->name, "aesni-vaes") == 0)
-            run_xmm_child(seed, prog);
+        if (ni != NULL && strcmp(ni->name, "aesni") != 0)
+            run_child(seed, prog, "ACCELAES_NO_VAES", "1", "aesni");
         else
-            printf("skip: xmm re-run: %s\n", ni ? "no VAES/AVX-512 here, the xmm engine ran above"
-                                                : "no AES-NI");
+            printf("skip: xmm re-run: %s\n", ni ? "no VAES here, the xmm engine ran above" : "no AES-NI");
+        if (ni != NULL && strcmp(ni->name, "aesni-vaes") == 0 && acc_cpu_has(ACC_CPU_VAES256))
+            run_child(seed, prog, "ACCELAES_VAES", "ymm", "aesni-vaes-ymm");
+        else
+            printf("skip: ymm re-run: %s\n", ni && strcmp(ni->name, "aesni-vaes-ymm") == 0
+                                                  ? "the ymm engine ran above" : "no VAES on zmm and ymm here");
     }
     check(acc_engine_default() == ((forced || child || !ni) ? evp : ni), evp,
           "acc_engine_default() is %s", acc_engine_default()->name);
