@@ -30,6 +30,8 @@ SPLIT = {"ACCELAES_SPLIT_MIN": "4096", "ACCELAES_WORKERS": "2", "ACCELAES_BACKEN
 VARIANTS = {
     "vaes-inline": NEVER_SPLIT,
     "vaes-split": SPLIT,
+    # the ymm tier; on a core without AVX-512 it is the default above, so the same run again
+    "ymm-inline": dict(NEVER_SPLIT, ACCELAES_VAES="ymm"),
     "xmm-inline": dict(NEVER_SPLIT, ACCELAES_NO_VAES="1"),
     "xmm-split": dict(SPLIT, ACCELAES_NO_VAES="1"),
     "evp-inline": dict(NEVER_SPLIT, ACCELAES_FORCE_EVP_ENGINE="1"),
