@@ -1,0 +1,200 @@
+/* accel/cpu/xts_y.c: AES-XTS (IEEE 1619) on the ymm VAES engine, for cores with VAES and VPCLMULQDQ
+ * but no AVX-512 (AMD Zen 3, which issues two 256-bit AES rounds a cycle). xts.c's zmm design on
+ * half the width: lane i of register j holds the tweak of block 2j + i, tweaks made by VPCLMULQDQ
+ * multiplies and folded into the last round key (kt = T ^ kl), groups of 16 blocks in eight
+ * registers, each register's next tweaks its own times x^16 (eight independent chains). With 16
+ * vector registers a group's tweaks do not fit beside its data, so they live in a buffer on the
+ * stack, wiped before return; the round keys are broadcast where used, never kept for the call.
+ * Below XTSY_MIN blocks, and for ciphertext stealing, the xmm code of xts_x.h runs. Nothing here
+ * branches on data or keys. */
+#include "accel/cpu/aes_y.h"
+#include "accel/cpu/xts_x.h"
+
+#define TGT_XY __attribute__((target("aes,sse4.1,ssse3,avx,avx2,vaes,vpclmulqdq")))
+#define NREG 8
+/* From this many whole blocks the ymm code (measured: bench/results/xts-ymm.md). */
+#ifndef XTSY_MIN
+#define XTSY_MIN 4
+#endif
+
+/* Register j's multipliers: x^(2j+i) in the low qword of lane i. */
+#define YK(j) _mm256_set_epi64x(0, 2LL << (2 * (j)), 0, 1LL << (2 * (j)))
+
+/* Each lane of t times x^k, k < 56 in the low qword of m's lane (as xts.c's z_mulk): both halves
+ * multiplied carry-less, the high half's product moved up a qword, its bits past 127 folded back
+ * as o * 0x87 (p: 0x87 in each low qword). */
+TGT_XY INLINE __m256i y_mulk(__m256i t, __m256i m, __m256i p)
+{
+    __m256i lo = _mm256_clmulepi64_epi128(t, m, 0x00);
+    __m256i hi = _mm256_clmulepi64_epi128(t, m, 0x01);
+    __m256i fold = _mm256_clmulepi64_epi128(hi, p, 0x01);
+
+    return _mm256_xor_si256(_mm256_xor_si256(lo, _mm256_bslli_epi128(hi, 8)), fold);
+}
+
+/* Each lane times x^(8b) for b <= 7 bytes (a byte shift, the 8b bits shifted out folded back as
+ * o * 0x87), XORed with c: no bit shift, which would share a port with the AES rounds. */
+#define Y_MULB(t, b, p, c)                                                                                 \
+    _mm256_xor_si256(_mm256_xor_si256(_mm256_bslli_epi128((t), (b)), (c)),                                \
+                     _mm256_clmulepi64_epi128(_mm256_bsrli_epi128((t), 16 - (b)), (p), 0x00))
+
+/* q registers of blocks (rem: one block in the last), whitened P ^ (k0 ^ kl) ^ kt with kt the
+ * caller's registers, then the middle rounds, then the last round with each register's kt
+ * reloaded from cur (T ^ kl is the last round's key as it is): after the empty asm on cur, gcc
+ * cannot keep the whitening's copies live across the rounds, where it would spill them. With
+ * nxt, the next group's tweaks (cur's times x^16) go there, one register a round, beside the
+ * AES units. */
+TGT_XY INLINE void y_xts_group(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m256i *kt,
+                               const __m256i *cur, __m256i *nxt, int q, int rem, int dec)
+{
+    const __m256i p = _mm256_set1_epi64x(0x87);
+    __m256i y[NREG], kl = YKEY(rk, rounds), kx = _mm256_xor_si256(YKEY(rk, 0), kl);
+
+#pragma GCC unroll 8
+    for (int j = 0; j < q; j++)
+        y[j] = _mm256_xor_si256(_mm256_xor_si256(yload(in, j, q, rem), kx), kt[j]);
+    __asm__("" : "+r"(cur));
+#pragma GCC unroll 13
+    for (int r = 1; r < rounds; r++) {
+        __m256i k = YKEY(rk, r);
+#pragma GCC unroll 8
+        for (int j = 0; j < q; j++)
+            y[j] = dec ? _mm256_aesdec_epi128(y[j], k) : _mm256_aesenc_epi128(y[j], k);
+        if (nxt != NULL && r <= NREG) { /* kt * x^16 ^ (kl * x^16 ^ kl) = T * x^16 ^ kl */
+            __m256i c = Y_MULB(YKEY(rk, rounds), 2, p, YKEY(rk, rounds));
+            nxt[r - 1] = Y_MULB(cur[r - 1], 2, p, c);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < q; j++)
+        ystore(out, j, q, rem, y_last(y[j], cur[j], dec));
+}
+
+/* The first tweak in both lanes: the IV encrypted under the tweak key (tk, encryption schedule)
+ * on ymm, IV and keys broadcast as loaded (no shuffle on a short unit's path to its rounds). */
+TGT_XY INLINE __m256i y_tweak(const uint8_t *tk, int rounds, const uint8_t *iv)
+{
+    __m256i t = _mm256_xor_si256(_mm256_broadcastsi128_si256(XLD(iv)), YKEY(tk, 0));
+#pragma GCC unroll 13
+    for (int r = 1; r < rounds; r++)
+        t = _mm256_aesenc_epi128(t, YKEY(tk, r));
+    return _mm256_aesenclast_epi128(t, YKEY(tk, rounds));
+}
+
+/* The first m registers of tweaks XORed with kl, into kt and cur: registers 0-3 straight from t
+ * (no chain: a short unit is bound by latency), each later one four before it times x^8. */
+TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, __m256i kl, int m)
+{
+    const __m256i p = _mm256_set1_epi64x(0x87);
+    __m256i c8 = Y_MULB(kl, 1, p, kl);
+
+#pragma GCC unroll 8
+    for (int j = 0; j < NREG; j++) {
+        if (j >= m) { /* never read (only gcc cannot tell) */
+            kt[j] = _mm256_setzero_si256();
+            continue;
+        }
+        kt[j] = j < 4 ? _mm256_xor_si256(y_mulk(t, YK(j), p), kl) : Y_MULB(kt[j - 4], 1, p, c8);
+        cur[j] = kt[j];
+    }
+}
+
+/* n >= XTSY_MIN whole blocks of the unit under IV iv; tk: the tweak key's encryption schedule.
+ * Returns the tweak of the block after the last (for ciphertext stealing): block n's entry of the
+ * buffer, which always holds it (a short unit's first registers cover block n too). The loop's
+ * empty asm on rk keeps gcc from hoisting the round keys' broadcasts into registers it would spill. */
+TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, const uint8_t *iv, const uint8_t *in,
+                            uint8_t *out, size_t n, int dec)
+{
+    __m256i buf[2 * NREG], *cur = buf, *nxt = buf + NREG, *sw, kt[NREG];
+    __m128i next;
+
+    y_kt(kt, cur, y_tweak(tk, rounds, iv), YKEY(rk, rounds), n < 2 * NREG ? (int)n / 2 + 1 : NREG);
+#define G(q) y_xts_group(rk, rounds, in, out, kt, cur, NULL, q, (int)(n & 1), dec)
+    if (n < 2 * NREG) {
+        GROUP_OF((n + 1) / 2, G)
+    } else {
+        /* later groups whiten with their tweaks from the buffer: copied into registers, they
+         * would be kept across the loop's back edge, and spilled */
+        y_xts_group(rk, rounds, in, out, kt, cur, nxt, NREG, 0, dec);
+        for (;;) {
+            n -= 2 * NREG, in += 32 * NREG, out += 32 * NREG;
+            sw = cur, cur = nxt, nxt = sw;
+            if (n < 2 * NREG)
+                break;
+            /* rk: no round key hoisted out of the loop; cur: the tweaks read back from memory, not
+             * the registers gcc stored them from (it kept them across the loop, and spilled them) */
+            __asm__("" : "+r"(rk), "+r"(cur));
+            y_xts_group(rk, rounds, in, out, cur, cur, nxt, NREG, 0, dec);
+        }
+#undef G
+#define G(q) y_xts_group(rk, rounds, in, out, cur, cur, NULL, q, (int)(n & 1), dec)
+        __asm__("" : "+r"(cur));
+        GROUP_OF((n + 1) / 2, G)
+    }
+#undef G
+    next = _mm_xor_si128(_mm_load_si128((const __m128i *)(const void *)cur + n), XKEY(rk, rounds));
+    /* the tweaks with kl folded in (T ^ kl beside T*x ^ kl gives T, then kl) must not outlive the
+     * call; explicit stores, as gcc's memset may be rep stos */
+#pragma GCC unroll 16
+    for (int j = 0; j < 2 * NREG; j++)
+        _mm256_store_si256(buf + j, _mm256_setzero_si256());
+    __asm__ volatile("" : : "r"(buf) : "memory");
+    return next;
+}
+
+/* One out-of-line copy per key size and direction (XTS has 128- and 256-bit data keys). */
+#define XTSY_KEY_SIZE(r)                                                                                    \
+    TGT_XY static __attribute__((noinline)) __m128i yxts_enc##r(const uint8_t *rk, const uint8_t *tk,      \
+                                                                const uint8_t *iv, const uint8_t *in,      \
+                                                                uint8_t *out, size_t n)                    \
+    {                                                                                                       \
+        return y_xts(rk, tk, r, iv, in, out, n, 0);                                                         \
+    }                                                                                                       \
+    TGT_XY static __attribute__((noinline)) __m128i yxts_dec##r(const uint8_t *rk, const uint8_t *tk,      \
+                                                                const uint8_t *iv, const uint8_t *in,      \
+                                                                uint8_t *out, size_t n)                    \
+    {                                                                                                       \
+        return y_xts(rk, tk, r, iv, in, out, n, 1);                                                         \
+    }
+
+XTSY_KEY_SIZE(10)
+XTSY_KEY_SIZE(14)
+
+/* A whole unit (len >= 16): the whole blocks on ymm from XTSY_MIN, else on xmm after the tweak
+ * encryption here; then ciphertext stealing for a partial last block (xts_x.h). */
+TGT_XY INLINE int y_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                         uint8_t *out, size_t len, int dec)
+{
+    const uint8_t *rk = dec ? k1->dec : k1->enc;
+    size_t whole = len / 16, r = len % 16;
+    __m128i t;
+
+    if (len < 16)
+        return 0;
+    if (r != 0)
+        whole--; /* the last whole block goes with the partial one */
+    if (whole >= XTSY_MIN) {
+        t = k1->rounds == 10 ? (dec ? yxts_dec10 : yxts_enc10)(rk, k2->enc, iv, in, out, whole)
+                             : (dec ? yxts_dec14 : yxts_enc14)(rk, k2->enc, iv, in, out, whole);
+    } else {
+        t = x_xts_one(k2->enc, k2->rounds, XLD(iv), _mm_setzero_si128(), 0);
+        if (whole > 0) /* below 8 blocks: x_xts_n alone, which spills nothing */
+            x_xts(rk, k1->rounds, in, out, whole, &t, dec);
+    }
+    if (r != 0)
+        xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
+    return 1;
+}
+
+/* The engine's xts (aesni.c checks the CPU has VAES, AVX2 and VPCLMULQDQ before choosing it). The
+ * round keys and tweaks left in vector registers go, and the upper halves are clean for the
+ * caller's SSE code. */
+TGT_XY int acc_xts_vaesy(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                         uint8_t *out, size_t len, int dec)
+{
+    int ok = dec ? y_unit(k1, k2, iv, in, out, len, 1) : y_unit(k1, k2, iv, in, out, len, 0);
+
+    _mm256_zeroall();
+    return ok;
+}
