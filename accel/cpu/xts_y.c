@@ -1,12 +1,13 @@
 /* accel/cpu/xts_y.c: AES-XTS (IEEE 1619) on the ymm VAES engine, for cores with VAES and VPCLMULQDQ
  * but no AVX-512 (AMD Zen 3, which issues two 256-bit AES rounds a cycle). xts.c's zmm design on
  * half the width: lane i of register j holds the tweak of block 2j + i, tweaks made by VPCLMULQDQ
- * multiplies and folded into the last round key (kt = T ^ kl), groups of 16 blocks in eight
- * registers, each register's next tweaks its own times x^16 (eight independent chains). With 16
- * vector registers a group's tweaks do not fit beside its data, so they live in a buffer on the
- * stack, wiped before return; the round keys are broadcast where used, never kept for the call.
- * Below XTSY_MIN blocks, and for ciphertext stealing, the xmm code of xts_x.h runs. Nothing here
- * branches on data or keys. */
+ * multiplies (the first ones by shifts) and folded into the last round key (kt = T ^ kl), groups
+ * of 16 blocks in eight registers, each register's next tweaks its own times x^16 (eight
+ * independent chains). With 16 vector registers a group's tweaks do not fit beside its data, so
+ * they live in a buffer on the stack, wiped before return; the round keys are broadcast where
+ * used, never kept for the call.
+ * Below XTSY_MIN blocks the xmm engine's XTS runs, and ciphertext stealing is xts_x.h's. Nothing
+ * here branches on data or keys. */
 #include "accel/cpu/aes_y.h"
 #include "accel/cpu/xts_x.h"
 
@@ -14,22 +15,20 @@
 #define NREG 8
 /* From this many whole blocks the ymm code (measured: bench/results/xts-ymm.md). */
 #ifndef XTSY_MIN
-#define XTSY_MIN 4
+#define XTSY_MIN 8
 #endif
 
-/* Register j's multipliers: x^(2j+i) in the low qword of lane i. */
-#define YK(j) _mm256_set_epi64x(0, 2LL << (2 * (j)), 0, 1LL << (2 * (j)))
-
-/* Each lane of t times x^k, k < 56 in the low qword of m's lane (as xts.c's z_mulk): both halves
- * multiplied carry-less, the high half's product moved up a qword, its bits past 127 folded back
- * as o * 0x87 (p: 0x87 in each low qword). */
-TGT_XY INLINE __m256i y_mulk(__m256i t, __m256i m, __m256i p)
+/* Each lane of t times x^k for k < 8 (per lane: k's qwords, k64 = 64 - k), as xts_x.h's x_mulxk
+ * with AVX2's per-qword shift counts: 7 operations of one cycle each on the path, where a
+ * carry-less multiply as xts.c's z_mulk takes two in a row (~10 cycles; a short unit waits for
+ * its tweaks). */
+TGT_XY INLINE __m256i y_mulxk(__m256i t, __m256i k, __m256i k64)
 {
-    __m256i lo = _mm256_clmulepi64_epi128(t, m, 0x00);
-    __m256i hi = _mm256_clmulepi64_epi128(t, m, 0x01);
-    __m256i fold = _mm256_clmulepi64_epi128(hi, p, 0x01);
+    __m256i o = _mm256_shuffle_epi32(_mm256_srlv_epi64(t, k64), 0x4E); /* each qword's carry, swapped */
+    __m256i red = _mm256_xor_si256(_mm256_xor_si256(o, _mm256_slli_epi64(o, 1)),
+                                   _mm256_xor_si256(_mm256_slli_epi64(o, 2), _mm256_slli_epi64(o, 7)));
 
-    return _mm256_xor_si256(_mm256_xor_si256(lo, _mm256_bslli_epi128(hi, 8)), fold);
+    return _mm256_xor_si256(_mm256_sllv_epi64(t, k), _mm256_blend_epi32(o, red, 0x33));
 }
 
 /* Each lane times x^(8b) for b <= 7 bytes (a byte shift, the 8b bits shifted out folded back as
@@ -94,7 +93,12 @@ TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, __m256i kl, int m)
             kt[j] = _mm256_setzero_si256();
             continue;
         }
-        kt[j] = j < 4 ? _mm256_xor_si256(y_mulk(t, YK(j), p), kl) : Y_MULB(kt[j - 4], 1, p, c8);
+        if (j < 4) /* lane i: x^(2j+i) */
+            kt[j] = _mm256_xor_si256(y_mulxk(t, _mm256_set_epi64x(2 * j + 1, 2 * j + 1, 2 * j, 2 * j),
+                                             _mm256_set_epi64x(63 - 2 * j, 63 - 2 * j, 64 - 2 * j, 64 - 2 * j)),
+                                     kl);
+        else
+            kt[j] = Y_MULB(kt[j - 4], 1, p, c8);
         cur[j] = kt[j];
     }
 }
@@ -108,8 +112,9 @@ TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, co
 {
     __m256i buf[2 * NREG], *cur = buf, *nxt = buf + NREG, *sw, kt[NREG];
     __m128i next;
+    int used = n < 2 * NREG ? (int)n / 2 + 1 : 2 * NREG; /* registers of buf written */
 
-    y_kt(kt, cur, y_tweak(tk, rounds, iv), YKEY(rk, rounds), n < 2 * NREG ? (int)n / 2 + 1 : NREG);
+    y_kt(kt, cur, y_tweak(tk, rounds, iv), YKEY(rk, rounds), used < NREG ? used : NREG);
 #define G(q) y_xts_group(rk, rounds, in, out, kt, cur, NULL, q, (int)(n & 1), dec)
     if (n < 2 * NREG) {
         GROUP_OF((n + 1) / 2, G)
@@ -135,10 +140,12 @@ TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, co
 #undef G
     next = _mm_xor_si128(_mm_load_si128((const __m128i *)(const void *)cur + n), XKEY(rk, rounds));
     /* the tweaks with kl folded in (T ^ kl beside T*x ^ kl gives T, then kl) must not outlive the
-     * call; explicit stores, as gcc's memset may be rep stos */
+     * call; explicit stores, as gcc's memset may be rep stos, and only those written (a short
+     * unit's 16 took ~4 ns at 64 bytes) */
 #pragma GCC unroll 16
     for (int j = 0; j < 2 * NREG; j++)
-        _mm256_store_si256(buf + j, _mm256_setzero_si256());
+        if (j < used)
+            _mm256_store_si256(buf + j, _mm256_setzero_si256());
     __asm__ volatile("" : : "r"(buf) : "memory");
     return next;
 }
@@ -161,30 +168,21 @@ TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, co
 XTSY_KEY_SIZE(10)
 XTSY_KEY_SIZE(14)
 
-/* A whole unit (len >= 16): the whole blocks on ymm from XTSY_MIN, else on xmm after the tweak
- * encryption here; then ciphertext stealing for a partial last block (xts_x.h). */
-TGT_XY INLINE int y_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
-                         uint8_t *out, size_t len, int dec)
+/* A unit of XTSY_MIN whole blocks or more, not counting the one that goes with a partial last
+ * block: the whole blocks on ymm, then ciphertext stealing (xts_x.h). */
+TGT_XY INLINE void y_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                          uint8_t *out, size_t len, int dec)
 {
     const uint8_t *rk = dec ? k1->dec : k1->enc;
     size_t whole = len / 16, r = len % 16;
     __m128i t;
 
-    if (len < 16)
-        return 0;
     if (r != 0)
         whole--; /* the last whole block goes with the partial one */
-    if (whole >= XTSY_MIN) {
-        t = k1->rounds == 10 ? (dec ? yxts_dec10 : yxts_enc10)(rk, k2->enc, iv, in, out, whole)
-                             : (dec ? yxts_dec14 : yxts_enc14)(rk, k2->enc, iv, in, out, whole);
-    } else {
-        t = x_xts_one(k2->enc, k2->rounds, XLD(iv), _mm_setzero_si128(), 0);
-        if (whole > 0) /* below 8 blocks: x_xts_n alone, which spills nothing */
-            x_xts(rk, k1->rounds, in, out, whole, &t, dec);
-    }
+    t = k1->rounds == 10 ? (dec ? yxts_dec10 : yxts_enc10)(rk, k2->enc, iv, in, out, whole)
+                         : (dec ? yxts_dec14 : yxts_enc14)(rk, k2->enc, iv, in, out, whole);
     if (r != 0)
         xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
-    return 1;
 }
 
 /* The engine's xts (aesni.c checks the CPU has VAES, AVX2 and VPCLMULQDQ before choosing it). The
@@ -193,7 +191,16 @@ TGT_XY INLINE int y_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uin
 TGT_XY int acc_xts_vaesy(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                          uint8_t *out, size_t len, int dec)
 {
-    int ok = dec ? y_unit(k1, k2, iv, in, out, len, 1) : y_unit(k1, k2, iv, in, out, len, 0);
+    int ok = 1;
+
+    /* below XTSY_MIN whole blocks (and len < 16, which it refuses) the xmm engine's own code, out of
+     * line: inlined here it ran 64-byte units ~20% slower (bench/results/xts-ymm.md) */
+    if (len < 16 || len / 16 - (len % 16 != 0) < XTSY_MIN)
+        ok = acc_xts_ni(k1, k2, iv, in, out, len, dec);
+    else if (dec)
+        y_unit(k1, k2, iv, in, out, len, 1);
+    else
+        y_unit(k1, k2, iv, in, out, len, 0);
 
     _mm256_zeroall();
     return ok;
