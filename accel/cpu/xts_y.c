@@ -103,7 +103,7 @@ TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, __m256i kl, int m)
     }
 }
 
-/* n >= XTSY_MIN whole blocks of the unit under IV iv; tk: the tweak key's encryption schedule.
+/* n >= XTSY_MIN - 1 whole blocks of the unit under IV iv; tk: the tweak key's encryption schedule.
  * Returns the tweak of the block after the last (for ciphertext stealing): block n's entry of the
  * buffer, which always holds it (a short unit's first registers cover block n too). The loop's
  * empty asm on rk keeps gcc from hoisting the round keys' broadcasts into registers it would spill. */
@@ -168,8 +168,8 @@ TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, co
 XTSY_KEY_SIZE(10)
 XTSY_KEY_SIZE(14)
 
-/* A unit of XTSY_MIN whole blocks or more, not counting the one that goes with a partial last
- * block: the whole blocks on ymm, then ciphertext stealing (xts_x.h). */
+/* A unit of XTSY_MIN blocks or more: the whole blocks on ymm (one fewer when the last is partial:
+ * it goes with that one), then ciphertext stealing (xts_x.h). */
 TGT_XY INLINE void y_unit(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                           uint8_t *out, size_t len, int dec)
 {
@@ -185,23 +185,30 @@ TGT_XY INLINE void y_unit(const acc_aes_key *k1, const acc_aes_key *k2, const ui
         xts_steal(k1, in + 16 * whole, out + 16 * whole, r, t, dec);
 }
 
-/* The engine's xts (aesni.c checks the CPU has VAES, AVX2 and VPCLMULQDQ before choosing it). The
- * round keys and tweaks left in vector registers go, and the upper halves are clean for the
+/* y_unit out of line, so that the entry point below saves no registers before its short units.
+ * The round keys and tweaks left in vector registers go, and the upper halves are clean for the
  * caller's SSE code. */
-TGT_XY int acc_xts_vaesy(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
-                         uint8_t *out, size_t len, int dec)
+TGT_XY static __attribute__((noinline)) void y_unit_call(const acc_aes_key *k1, const acc_aes_key *k2,
+                                                        const uint8_t iv[16], const uint8_t *in, uint8_t *out,
+                                                        size_t len, int dec)
 {
-    int ok = 1;
-
-    /* below XTSY_MIN whole blocks (and len < 16, which it refuses) the xmm engine's own code, out of
-     * line: inlined here it ran 64-byte units ~20% slower (bench/results/xts-ymm.md) */
-    if (len < 16 || len / 16 - (len % 16 != 0) < XTSY_MIN)
-        ok = acc_xts_ni(k1, k2, iv, in, out, len, dec);
-    else if (dec)
+    if (dec)
         y_unit(k1, k2, iv, in, out, len, 1);
     else
         y_unit(k1, k2, iv, in, out, len, 0);
-
     _mm256_zeroall();
-    return ok;
+}
+
+/* The engine's xts (aesni.c checks the CPU has VAES, AVX2 and VPCLMULQDQ before choosing it). Below
+ * XTSY_MIN blocks (and len < 16, which it refuses) the xmm engine's own code, by a tail jump: inlined
+ * here it ran 64-byte units ~20% slower, called with this function's register saves around it ~8%,
+ * and one compare more or its xmm registers cleared after it each cost 16-byte units 2-4%
+ * (evp_small against the default provider, bench/results/xts-ymm.md). */
+TGT_NI int acc_xts_vaesy(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
+                         uint8_t *out, size_t len, int dec)
+{
+    if (len < 16 * XTSY_MIN)
+        return acc_xts_ni(k1, k2, iv, in, out, len, dec);
+    y_unit_call(k1, k2, iv, in, out, len, dec);
+    return 1;
 }
