@@ -80,43 +80,45 @@ TGT_XY INLINE __m256i y_tweak(const uint8_t *tk, int rounds, const uint8_t *iv)
     return _mm256_aesenclast_epi128(t, YKEY(tk, rounds));
 }
 
-/* The first m registers of tweaks XORed with kl, into kt and cur: registers 0-3 straight from t
- * (no chain: a short unit is bound by latency), each later one four before it times x^8. */
+/* The first m <= NREG + 1 registers of tweaks XORed with kl into cur, the first NREG also into kt:
+ * each straight from t (no chain: a short unit waits for its tweaks; T * x^8 from T * x^0 by a
+ * byte multiply made 256-byte units slower). Register NREG holds only the tweak after a 16-block
+ * unit (for ciphertext stealing). */
 TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, __m256i kl, int m)
 {
-    const __m256i p = _mm256_set1_epi64x(0x87);
-    __m256i c8 = Y_MULB(kl, 1, p, kl);
+#pragma GCC unroll 9
+    for (int j = 0; j <= NREG; j++) {
+        __m256i v;
 
-#pragma GCC unroll 8
-    for (int j = 0; j < NREG; j++) {
         if (j >= m) { /* never read (only gcc cannot tell) */
-            kt[j] = _mm256_setzero_si256();
+            if (j < NREG)
+                kt[j] = _mm256_setzero_si256();
             continue;
         }
-        if (j < 4) /* lane i: x^(2j+i) */
-            kt[j] = _mm256_xor_si256(y_mulxk(t, _mm256_set_epi64x(2 * j + 1, 2 * j + 1, 2 * j, 2 * j),
-                                             _mm256_set_epi64x(63 - 2 * j, 63 - 2 * j, 64 - 2 * j, 64 - 2 * j)),
-                                     kl);
-        else
-            kt[j] = Y_MULB(kt[j - 4], 1, p, c8);
-        cur[j] = kt[j];
+        /* lane i: x^(2j+i) */
+        v = _mm256_xor_si256(y_mulxk(t, _mm256_set_epi64x(2 * j + 1, 2 * j + 1, 2 * j, 2 * j),
+                                     _mm256_set_epi64x(63 - 2 * j, 63 - 2 * j, 64 - 2 * j, 64 - 2 * j)),
+                             kl);
+        if (j < NREG)
+            kt[j] = v;
+        cur[j] = v;
     }
 }
 
 /* n >= XTSY_MIN - 1 whole blocks of the unit under IV iv; tk: the tweak key's encryption schedule.
  * Returns the tweak of the block after the last (for ciphertext stealing): block n's entry of the
- * buffer, which always holds it (a short unit's first registers cover block n too). The loop's
+ * buffer, which always holds it (a one-group unit's registers from y_kt cover block n too). The loop's
  * empty asm on rk keeps gcc from hoisting the round keys' broadcasts into registers it would spill. */
 TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, const uint8_t *iv, const uint8_t *in,
                             uint8_t *out, size_t n, int dec)
 {
     __m256i buf[2 * NREG], *cur = buf, *nxt = buf + NREG, *sw, kt[NREG];
     __m128i next;
-    int used = n < 2 * NREG ? (int)n / 2 + 1 : 2 * NREG; /* registers of buf written */
+    int used = n <= 2 * NREG ? (int)n / 2 + 1 : 2 * NREG; /* registers of buf written */
 
-    y_kt(kt, cur, y_tweak(tk, rounds, iv), YKEY(rk, rounds), used < NREG ? used : NREG);
+    y_kt(kt, cur, y_tweak(tk, rounds, iv), YKEY(rk, rounds), used <= NREG + 1 ? used : NREG);
 #define G(q) y_xts_group(rk, rounds, in, out, kt, cur, NULL, q, (int)(n & 1), dec)
-    if (n < 2 * NREG) {
+    if (n <= 2 * NREG) { /* one group: its next tweak, if any, from y_kt (no x^16 step) */
         GROUP_OF((n + 1) / 2, G)
     } else {
         /* later groups whiten with their tweaks from the buffer: copied into registers, they
