@@ -48,6 +48,9 @@ TGT_XY INLINE void y_xts_group(const uint8_t *rk, int rounds, const uint8_t *in,
 {
     const __m256i p = _mm256_set1_epi64x(0x87);
     __m256i y[NREG], kl = YKEY(rk, rounds), kx = _mm256_xor_si256(YKEY(rk, 0), kl);
+    /* kt * x^16 ^ (kl * x^16 ^ kl) = T * x^16 ^ kl; made here, once: in the rounds, after each
+     * store to nxt (which may alias the schedule, as gcc sees it), it was made again every round */
+    __m256i c = Y_MULB(kl, 2, p, kl);
 
 #pragma GCC unroll 8
     for (int j = 0; j < q; j++)
@@ -59,10 +62,8 @@ TGT_XY INLINE void y_xts_group(const uint8_t *rk, int rounds, const uint8_t *in,
 #pragma GCC unroll 8
         for (int j = 0; j < q; j++)
             y[j] = dec ? _mm256_aesdec_epi128(y[j], k) : _mm256_aesenc_epi128(y[j], k);
-        if (nxt != NULL && r <= NREG) { /* kt * x^16 ^ (kl * x^16 ^ kl) = T * x^16 ^ kl */
-            __m256i c = Y_MULB(YKEY(rk, rounds), 2, p, YKEY(rk, rounds));
+        if (nxt != NULL && r <= NREG)
             nxt[r - 1] = Y_MULB(cur[r - 1], 2, p, c);
-        }
     }
 #pragma GCC unroll 8
     for (int j = 0; j < q; j++)
