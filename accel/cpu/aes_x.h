@@ -246,5 +246,8 @@ int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16
                size_t len, int dec);
 int acc_xts_vaes(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in, uint8_t *out,
                  size_t len, int dec);
+/* The ymm VAES engine's (xts_y.c: VAES and VPCLMULQDQ on ymm, from XTSY_MIN blocks on). */
+int acc_xts_vaesy(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in, uint8_t *out,
+                  size_t len, int dec);
 
 #endif

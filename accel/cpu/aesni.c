@@ -260,7 +260,7 @@ static const acc_engine vaes_engine = {
     .caps = ACC_CAP_NI_SCHEDULE | ACC_CAP_ZMM,
 };
 
-/* VAES on ymm, for cores without AVX-512 (vaes_y.c); XTS on the xmm code. */
+/* VAES on ymm, for cores without AVX-512 (vaes_y.c, XTS in xts_y.c). */
 static const acc_engine vaesy_engine = {
     .name = "aesni-vaes-ymm",
     .set_key = ni_set_key,
@@ -269,7 +269,7 @@ static const acc_engine vaesy_engine = {
     .cbc_enc = ni_cbc_enc,
     .cbc_dec = acc_vaesy_cbc_dec,
     .ctr = acc_vaesy_ctr,
-    .xts = acc_xts_ni,
+    .xts = acc_xts_vaesy,
     .copy_key = ni_copy_key,
     .free_key = ni_free_key,
     .caps = ACC_CAP_NI_SCHEDULE,

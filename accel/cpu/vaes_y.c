@@ -6,32 +6,11 @@
  * spilled to the stack. The zmm code (vaes.c) is its own file: it cannot run on the cores this
  * code is for, nor this code's register budget on its cores. Below VAESY_MIN blocks the xmm code of
  * aes_x.h runs. Key schedules, the engine table and the CPU checks are in aesni.c. */
-#include "accel/cpu/aes_x.h"
+#include "accel/cpu/aes_y.h"
 
-#define TGT_VY __attribute__((target("aes,sse4.1,ssse3,avx,avx2,vaes")))
 #define NREG 8
 /* From 4 blocks the ymm code wins (two registers: one round's latency covers both). */
 #define VAESY_MIN 4
-
-#define YLD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-#define YST(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), (v))
-#define YKEY(rk, r) _mm256_broadcastsi128_si256(XKEY(rk, r))
-
-/* Register j of n; the last one holds one block when rem != 0. */
-TGT_VY INLINE __m256i yload(const uint8_t *p, int j, int n, int rem)
-{
-    p += 32 * j;
-    return (j < n - 1 || rem == 0) ? YLD(p) : _mm256_zextsi128_si256(XLD(p));
-}
-
-TGT_VY INLINE void ystore(uint8_t *p, int j, int n, int rem, __m256i v)
-{
-    p += 32 * j;
-    if (j < n - 1 || rem == 0)
-        YST(p, v);
-    else
-        XST(p, _mm256_castsi256_si128(v));
-}
 
 /* The middle rounds 1 .. rounds-1 on n whitened registers. */
 TGT_VY INLINE void y_rounds(const uint8_t *rk, int rounds, __m256i *y, int n, int dec)
@@ -43,11 +22,6 @@ TGT_VY INLINE void y_rounds(const uint8_t *rk, int rounds, __m256i *y, int n, in
         for (int j = 0; j < n; j++)
             y[j] = dec ? _mm256_aesdec_epi128(y[j], k) : _mm256_aesenc_epi128(y[j], k);
     }
-}
-
-TGT_VY INLINE __m256i y_last(__m256i y, __m256i k, int dec)
-{
-    return dec ? _mm256_aesdeclast_epi128(y, k) : _mm256_aesenclast_epi128(y, k);
 }
 
 /* A run of n blocks: whole groups of 16, then one group of the rest (each register count its own
