@@ -41,6 +41,9 @@ TGT_GVY INLINE void mul2(const gvy_key *k, __m256i v, size_t m, prod *a, int fir
     a->lo = _mm256_xor_si256(a->lo, l);
     a->hi = _mm256_xor_si256(a->hi, u);
     a->mid = _mm256_xor_si256(a->mid, md);
+    /* summed here: gcc would otherwise reassociate the XORs into one tree at the end, every
+     * product live until then, and spill them */
+    __asm__("" : "+x"(a->lo), "+x"(a->mid), "+x"(a->hi));
 }
 
 /* Both lanes reduced (gcm_vaes_k.c's fold: the low qword of lo folded into mid, then the low
@@ -152,8 +155,11 @@ TGT_GVY INLINE void small(const gvy_key *k, int rounds, __m128i *cn, __m128i *x,
             YST(out + 32 * j, _mm256_aesenclast_epi128(z[j], _mm256_xor_si256(k->rk[rounds], YLD(in + 32 * j))));
         }
     }
-    if (enc)
-        *x = hash_q(k, *x, out, n, q);
+    if (enc) {
+        const uint8_t *o = out;
+        __asm__("" : "+r"(o));   /* read back, as in group16 */
+        *x = hash_q(k, *x, o, n, q);
+    }
 }
 
 TGT_GVY INLINE void small_n(const gvy_key *k, int rounds, __m128i *cn, __m128i *x, const uint8_t *in, uint8_t *out,
@@ -174,6 +180,9 @@ TGT_GVY INLINE void group16(const gvy_key *k, int rounds, __m128i *cn, __m128i *
     __m256i z[NREG], b = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_shuffle_epi8(*cn, GV_CTR_SWAP())), k->rk[0]);
     prod a;
 
+    /* hs read from memory: encrypting it is the previous group's output, which gcc would
+     * otherwise keep in registers it does not have */
+    __asm__("" : "+r"(hs));
     *cn = _mm_add_epi32(*cn, _mm_set_epi32(16, 0, 0, 0));
 #pragma GCC unroll 8
     for (int j = 0; j < NREG; j++)   /* lane i of register j: counter + 2j + i, in the last byte */
@@ -221,8 +230,11 @@ TGT_GVY INLINE void blocks_r(const gvy_key *k, int rounds, __m128i *ctr, __m128i
             __asm__("" : "+r"(k));
             group16(k, rounds, &cn, &h, in, out, enc ? out - 256 : in, 1);
         }
-        if (enc)
-            h = hash_q(k, h, out - 256, 16, NREG);
+        if (enc) {
+            const uint8_t *o = out - 256;
+            __asm__("" : "+r"(o));   /* read back, as in group16 */
+            h = hash_q(k, h, o, 16, NREG);
+        }
     }
     while (n > 0) {
         size_t m = n < 16 ? n : 16;
