@@ -18,6 +18,10 @@
 #define XLD(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 #define XST(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
 #define NREG 8
+/* Every use of the key data loads it anew: without this gcc keeps round keys and powers loaded for
+ * one group (a head, the first group) in registers for the next, spilling them to the stack
+ * (tests/system/test_key_residue.py finds them there). Each group, tail and hash begins with it. */
+#define KEY_FENCE(k) __asm__("" : "+r"(k))
 
 /* ---- GF(2^128) in R form ---- */
 
@@ -73,6 +77,8 @@ TGT_GVY INLINE __m128i hash_q(const gvy_key *k, __m128i x, const uint8_t *p, siz
 {
     prod a;
 
+    KEY_FENCE(k);
+
 #pragma GCC unroll 8
     for (int j = q - 1; j >= 0; j--) {
         __m256i v = hload(p, j, q, n);
@@ -102,7 +108,6 @@ TGT_GVY void gvy_ghash(const gvy_key *k, __m128i *x, const uint8_t *in, size_t n
     __m128i h = *x;
 
     for (; nblocks >= 16; nblocks -= 16, in += 256) {
-        __asm__("" : "+r"(k));
         h = hash_q(k, h, in, 16, NREG);
     }
     if (nblocks > 0) {
@@ -127,7 +132,8 @@ TGT_GVY INLINE void rounds_mid(const gvy_key *k, int rounds, __m256i *z, int q)
 }
 
 /* 1..16 blocks (q registers) from the counter *cn (ctr form, moved on by n), hashed: decrypting
- * before the stores (in == out), encrypting after them. */
+ * first (in == out), encrypting after the stores; never beside the AES, whose states would not fit
+ * the registers beside it (a spilled state before the last round gives that round key away). */
 TGT_GVY INLINE void small(const gvy_key *k, int rounds, __m128i *cn, __m128i *x, const uint8_t *in, uint8_t *out,
                           size_t n, int q, int enc)
 {
@@ -137,6 +143,9 @@ TGT_GVY INLINE void small(const gvy_key *k, int rounds, __m128i *cn, __m128i *x,
     __m256i z[NREG];
     int odd = (int)(n & 1);
 
+    if (!enc)
+        *x = hash_q(k, *x, in, n, q);
+    KEY_FENCE(k);
     *cn = _mm_add_epi32(*cn, _mm_set_epi32((int)n, 0, 0, 0));
 #pragma GCC unroll 8
     for (int j = 0; j < q; j++) {
@@ -144,8 +153,6 @@ TGT_GVY INLINE void small(const gvy_key *k, int rounds, __m128i *cn, __m128i *x,
         c = _mm256_add_epi32(c, two);
     }
     rounds_mid(k, rounds, z, q);
-    if (!enc)
-        *x = hash_q(k, *x, in, n, q);
 #pragma GCC unroll 8
     for (int j = 0; j < q; j++) {
         if (j == q - 1 && odd) {
@@ -183,6 +190,7 @@ TGT_GVY INLINE void group16(const gvy_key *k, int rounds, __m128i *cn, __m128i *
     /* hs read from memory: encrypting it is the previous group's output, which gcc would
      * otherwise keep in registers it does not have */
     __asm__("" : "+r"(hs));
+    KEY_FENCE(k);
     *cn = _mm_add_epi32(*cn, _mm_set_epi32(16, 0, 0, 0));
 #pragma GCC unroll 8
     for (int j = 0; j < NREG; j++)   /* lane i of register j: counter + 2j + i, in the last byte */
@@ -227,7 +235,6 @@ TGT_GVY INLINE void blocks_r(const gvy_key *k, int rounds, __m128i *ctr, __m128i
             in += 256, out += 256, n -= 16;
         }
         for (; n >= 16; n -= 16, in += 256, out += 256) {
-            __asm__("" : "+r"(k));
             group16(k, rounds, &cn, &h, in, out, enc ? out - 256 : in, 1);
         }
         if (enc) {
@@ -238,7 +245,6 @@ TGT_GVY INLINE void blocks_r(const gvy_key *k, int rounds, __m128i *ctr, __m128i
     }
     while (n > 0) {
         size_t m = n < 16 ? n : 16;
-        __asm__("" : "+r"(k));
         small_n(k, rounds, &cn, &h, in, out, m, enc);
         in += 16 * m, out += 16 * m, n -= m;
     }
