@@ -8,8 +8,9 @@
  * register's product is issued after each AES round, beside the rounds. Round keys and powers are
  * memory operands of the instructions that use them, reloaded each group (an empty asm on the key
  * pointer: gcc must not hoist them into registers it would spill). Each key size is its own copy
- * with a constant round count. A head up to a counter whose low four bits are zero, and tails of
- * 1..15 blocks, run as one group of 1..8 registers. The representation is gcm_vaes_gf.h's. */
+ * with a constant round count. A head up to a counter whose low four bits are zero, a tail, and a
+ * call of under 32 blocks run as groups of 1..8 registers (1..16 blocks) with counters added one
+ * by one; a call of one block runs on xmm. The representation is gcm_vaes_gf.h's. */
 #include "accel/cpu/gcm_vaesy.h"
 
 #define INLINE static inline __attribute__((always_inline))
