@@ -32,7 +32,9 @@ enum {
     /* The block functions run on zmm registers (VAES): GCM's VAES engine pairs with it. */
     ACC_CAP_ZMM = 1u << 1,
     /* The block functions can fail (nested EVP calls); the others always return 1. */
-    ACC_CAP_MAY_FAIL = 1u << 2
+    ACC_CAP_MAY_FAIL = 1u << 2,
+    /* The block functions run on ymm registers (VAES without AVX-512): GCM's ymm VAES engine pairs with it. */
+    ACC_CAP_YMM = 1u << 3
 };
 
 /* An engine: key set-up plus whole-block functions. All lengths are in blocks.

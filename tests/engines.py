@@ -38,6 +38,7 @@ ENGINES = {
     "split": ({"ACCELAES_SPLIT_MIN": "4096", "ACCELAES_BACKEND": "cpu", "ACCELAES_SHM": "off"}, None,
               "requests from 4 KiB split over the worker pool, a private unit table"),
     "gcm-vaes": ({"ACCELAES_GCM_ENGINE": "vaes"}, "gcm", "accelaes's VAES GCM engine"),
+    "gcm-vaesy": ({"ACCELAES_GCM_ENGINE": "vaesy"}, "gcm", "accelaes's VAES GCM engine on ymm (no AVX-512)"),
     "gcm-imb": ({"ACCELAES_GCM_ENGINE": "imb"}, "gcm", "intel-ipsec-mb's GCM"),
     "gcm-evp": ({"ACCELAES_GCM_ENGINE": "evp"}, "gcm", "GCM by nested EVP"),
     "fakegpu": ({"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16",
@@ -47,7 +48,8 @@ ENGINES = {
               "ACCELAES_GPU_PLUGIN": str(BUILD / "accelaes-cuda.so")}, None, "the GPU path on the CUDA plugin"),
 }
 SKIP_ELSEWHERE = re.compile(r"GFSbox|KeySbox|VarKey|VarTxt")
-GCM_NAMES = {"vaes-gcm": "gcm-vaes", "intel-ipsec-mb": "gcm-imb", "nested EVP (default provider)": "gcm-evp"}
+GCM_NAMES = {"vaes-gcm": "gcm-vaes", "vaes-gcm-ymm": "gcm-vaesy", "intel-ipsec-mb": "gcm-imb",
+             "nested EVP (default provider)": "gcm-evp"}
 
 # This process's engine is set before anything loads the provider (this module is imported by conftest.py).
 if THIS not in ENGINES:
@@ -72,7 +74,9 @@ def _gcm_engines():
     # the default engine first where it is one of them; where it chooses per message (gcm_dual.c:
     # "vaes-gcm+intel-ipsec-mb") none of them is the default and each is a path of its own
     default = GCM_NAMES.get(lines[1][len("default: "):])
-    have = [short for name, short in GCM_NAMES.items() if name in line.split(":", 1)[1].split(" vaes-gcm+")[0]]
+    # each name whole ("vaes-gcm" is also the start of "vaes-gcm-ymm" and of the dual's name)
+    names = " " + line.split(":", 1)[1] + " "
+    have = [short for name, short in GCM_NAMES.items() if f" {name} " in names]
     return [default] + [h for h in have if h != default] if default else [None] + have, None
 
 

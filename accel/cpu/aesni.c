@@ -272,7 +272,7 @@ static const acc_engine vaesy_engine = {
     .xts = acc_xts_vaesy,
     .copy_key = ni_copy_key,
     .free_key = ni_free_key,
-    .caps = ACC_CAP_NI_SCHEDULE,
+    .caps = ACC_CAP_NI_SCHEDULE | ACC_CAP_YMM,
 };
 
 /* ------------------------------------------------------------------------------------------

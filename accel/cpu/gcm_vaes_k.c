@@ -5,7 +5,7 @@
  * so the core overlaps one group's GHASH (VPCLMULQDQ, shuffles) with the next group's rounds
  * (VAES). Each key size is its own copy with a constant round count; the round keys are read
  * from the key data as memory operands (no stack copy of them). A tail of 1..15 blocks runs as
- * one group of 1..4 registers, the last one masked. The representation is gcm_vaes.h's. */
+ * one group of 1..4 registers, the last one masked. The representation is gcm_vaes_gf.h's. */
 #include "accel/cpu/gcm_vaes.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -266,18 +266,10 @@ TGT_GV void gv_blocks(const gv_key *k, __m128i *ctr, __m128i *x, const uint8_t *
 
 /* ---- One block, and the key's powers ---- */
 
-/* H' = R(H) * x^-1: R(H) shifted left by one; the bit shifted out (x^0's coefficient) comes back
- * as x^-1 = x^127 + x^6 + x + 1, the constant c2 .. 01 in R form (a mask, not a branch: H is
- * secret). hp[15 - i] = H^(i+1) * x^-1 = H^i * x^-1 times H. */
+/* hp[15] = H * x^-1 (gcm_vaes_gf.h); hp[15 - i] = H^(i+1) * x^-1 = H^i * x^-1 times H. */
 TGT_GV void gv_powers(gv_key *k, __m128i h)
 {
-    __m128i r = _mm_shuffle_epi8(h, GV_BSWAP());
-    uint64_t lo = (uint64_t)_mm_cvtsi128_si64(r), hi = (uint64_t)_mm_extract_epi64(r, 1);
-    uint64_t m = 0 - (hi >> 63);
-
-    hi = (hi << 1 | lo >> 63) ^ (m & 0xc200000000000000ULL);
-    lo = (lo << 1) ^ (m & 1);
-    k->hp[15] = _mm_set_epi64x((long long)hi, (long long)lo);
+    k->hp[15] = h_times_xinv(h);
     for (int i = 14; i >= 0; i--)
         k->hp[i] = gmul1(k->hp[i + 1], k->hp[15]);
 }
