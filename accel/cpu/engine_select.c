@@ -82,7 +82,7 @@ static const acc_gcm_engine *g_gcm_default;
  * records, intel-ipsec-mb's bulk loop from 4 KiB, which on the Xeon this was measured on runs 0.81-0.95 of ECB
  * at 16 KiB against the VAES engine's 0.72-0.89: bench/results/releases-speed.md, bench/results/gcm-vaes.md);
  * else the ymm VAES engine (cores without AVX-512, where ipsec-mb has no VAES code of its own: on the
- * Zen 3 measured, 0.98 c/B against 0.2x at 16 KiB and faster at every size, bench/results/gcm-ymm.md);
+ * Zen 3 measured, AES-128 at 16 KiB 0.37-0.43 c/B against ipsec-mb's 0.81-1.02, and faster at every size, bench/results/gcm-ymm.md);
  * else ipsec-mb, else the VAES engine. */
 static void choose_gcm_default(void)
 {
