@@ -296,6 +296,7 @@ TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_
     uintptr_t low;
     int ok = xts_ni_work(k1, k2, iv, in, out, len, dec, &low);
 
+    acc_clear_xmm();   /* the round keys and tweaks in registers go, as every engine entry (wipe.h) */
     if (len >= 128)
         xts_wipe_stack(low);
     return ok;
