@@ -13,7 +13,11 @@ thread) then fails with accelaes's ACC_R_ENGINE_FAILURE, raised once.
 
 build/tests/test_engine_fail_aead: the same fault in the nested-EVP GCM engine (gcm_evp.c) and XTS
 (evp_engine.c): the update fails with an error, its output wiped; GCM raises ACC_R_ENGINE_FAILURE once,
-its message ends (final fails, no tag handed out); the next message or unit is right."""
+its message ends (final fails, no tag handed out); the next message or unit is right.
+
+build/tests/test_vreg_residue: after every block mode and XTS, at lengths on both sides of each engine's
+short-unit switch, on every engine this CPU has, no vector register holds a round key of either key
+(docs/SECURITY.md: the next xsave would write it to the stack)."""
 
 from conftest import run_c_test
 
@@ -33,3 +37,7 @@ def test_nested_evp_engine_failures(openssl_env):
 
 def test_nested_evp_gcm_xts_engine_failures(openssl_env):
     run_c_test("test_engine_fail_aead", openssl_env, timeout=300)
+
+
+def test_no_round_key_left_in_vector_registers(openssl_env, seed):
+    run_c_test("test_vreg_residue", dict(openssl_env, ACCELAES_TEST_SEED=str(seed)), timeout=300)

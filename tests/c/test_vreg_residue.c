@@ -1,0 +1,120 @@
+/* tests/c/test_vreg_residue.c: no round key left in a vector register after an engine call.
+ * A register's contents reach memory at the next xsave (lazy binding, a signal frame), so every
+ * entry point clears what it used (docs/SECURITY.md, accel/wipe.h). Each block mode and XTS, at
+ * lengths on both sides of each engine's short-unit switch, on every engine this CPU has (the
+ * re-runs of test_engine_common.h): right after the call, every 16-byte lane of every vector
+ * register is compared with every round key of both schedules of both keys. */
+#include "tests/c/test_engine_common.h"
+
+enum { MAXREG = 32, LANES = MAXREG * 4 };
+
+/* Each a function of its own, called right after the engine returns, before any vector code of
+ * this file: the registers as the engine left them. */
+static __attribute__((noinline)) void dump_xmm(uint8_t *b)
+{
+    __asm__ volatile("movdqu %%xmm0, 0(%0); movdqu %%xmm1, 16(%0); movdqu %%xmm2, 32(%0); movdqu %%xmm3, 48(%0);"
+                     "movdqu %%xmm4, 64(%0); movdqu %%xmm5, 80(%0); movdqu %%xmm6, 96(%0); movdqu %%xmm7, 112(%0);"
+                     "movdqu %%xmm8, 128(%0); movdqu %%xmm9, 144(%0); movdqu %%xmm10, 160(%0);"
+                     "movdqu %%xmm11, 176(%0); movdqu %%xmm12, 192(%0); movdqu %%xmm13, 208(%0);"
+                     "movdqu %%xmm14, 224(%0); movdqu %%xmm15, 240(%0)" : : "r"(b) : "memory");
+}
+
+#define YST(n) "vmovdqu %%ymm" #n ", " #n "*32(%0);"
+static __attribute__((noinline, target("avx"))) void dump_ymm(uint8_t *b)
+{
+    __asm__ volatile(YST(0) YST(1) YST(2) YST(3) YST(4) YST(5) YST(6) YST(7) YST(8) YST(9) YST(10) YST(11) YST(12)
+                         YST(13) YST(14) YST(15) : : "r"(b) : "memory");
+}
+
+#define ZST(n) "vmovdqu64 %%zmm" #n ", " #n "*64(%0);"
+static __attribute__((noinline, target("avx512f"))) void dump_zmm(uint8_t *b)
+{
+    __asm__ volatile(ZST(0) ZST(1) ZST(2) ZST(3) ZST(4) ZST(5) ZST(6) ZST(7) ZST(8) ZST(9) ZST(10) ZST(11) ZST(12)
+                         ZST(13) ZST(14) ZST(15) ZST(16) ZST(17) ZST(18) ZST(19) ZST(20) ZST(21) ZST(22) ZST(23)
+                         ZST(24) ZST(25) ZST(26) ZST(27) ZST(28) ZST(29) ZST(30) ZST(31) : : "r"(b) : "memory");
+}
+
+/* The register file's 16-byte lanes into b; their count. */
+static size_t dump_regs(uint8_t b[LANES * 16])
+{
+    if (acc_cpu_has(ACC_CPU_AVX512F)) {
+        dump_zmm(b);
+        return 32 * 4;
+    }
+    if (acc_cpu_has(ACC_CPU_AVX)) {
+        dump_ymm(b);
+        return 16 * 2;
+    }
+    dump_xmm(b);
+    return 16;
+}
+
+/* Lanes that equal a round key of k (either schedule). */
+static int lanes_with_key(const uint8_t *lanes, size_t n, const acc_aes_key *k)
+{
+    int hits = 0;
+
+    for (size_t i = 0; i < n; i++)
+        for (int r = 0; r <= k->rounds; r++)
+            hits += memcmp(lanes + 16 * i, k->enc + 16 * r, 16) == 0
+                    || (k->has_dec && memcmp(lanes + 16 * i, k->dec + 16 * r, 16) == 0);
+    return hits;
+}
+
+static const char *const op_name[] = { "ecb-enc", "ecb-dec", "cbc-enc", "cbc-dec", "ctr", "xts-enc", "xts-dec" };
+
+/* One call of op on n blocks (XTS: len bytes = n * 16 + tail), then the registers; hits reported. */
+static void one(const acc_engine *e, const acc_aes_key *k1, const acc_aes_key *k2, int op, size_t len)
+{
+    static uint8_t in[4096], out[4096], lanes[LANES * 16];
+    uint8_t iv[16] = { 7 };
+    size_t n;
+    int ok;
+
+    rnd_bytes(in, len);
+    switch (op) {
+    case 0: ok = e->ecb_enc(k1, in, out, len / 16); break;
+    case 1: ok = e->ecb_dec(k1, in, out, len / 16); break;
+    case 2: ok = e->cbc_enc(k1, in, out, len / 16, iv); break;
+    case 3: ok = e->cbc_dec(k1, in, out, len / 16, iv); break;
+    case 4: ok = e->ctr(k1, in, out, len / 16, iv); break;
+    default: ok = e->xts(k1, k2, iv, in, out, len, op == 6); break;
+    }
+    n = dump_regs(lanes);
+    check(ok == 1, e, "%s %zu bytes: the call failed", op_name[op], len);
+    check(lanes_with_key(lanes, n, k1) == 0 && lanes_with_key(lanes, n, k2) == 0, e,
+          "%s %zu bytes (%d-bit key): a round key is left in a vector register", op_name[op], len, k1->keybits);
+}
+
+static void test_residue(const acc_engine *e)
+{
+    static const size_t lens[] = { 16, 48, 64, 100, 112, 128, 136, 256, 1024, 4096 };
+    acc_aes_key k1, k2;
+    uint8_t key[64];
+
+    if (!acc_engine_has(e, ACC_CAP_NI_SCHEDULE)) {
+        printf("skip [%s]: its schedule is not in acc_aes_key (nested EVP: the default provider's own code)\n",
+               e->name);
+        return;
+    }
+    for (int kb = 128; kb <= 256; kb += 64) {
+        rnd_bytes(key, sizeof(key));
+        memset(&k1, 0, sizeof(k1));
+        memset(&k2, 0, sizeof(k2));
+        if (!e->set_key(&k1, key, kb / 8, 0) || !e->set_key(&k2, key + 32, kb / 8, 0)) {
+            check(0, e, "set_key %d", kb);
+            continue;
+        }
+        for (int op = 0; op < 7; op++)
+            for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+                if (op >= 5 ? kb != 192 : lens[i] % 16 == 0)   /* XTS: AES-128 and AES-256 only */
+                    one(e, &k1, &k2, op, lens[i]);
+        e->free_key(&k1);
+        e->free_key(&k2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    return engine_test_main(argc, argv, "test_vreg_residue", test_residue);
+}
