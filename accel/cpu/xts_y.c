@@ -141,6 +141,9 @@ TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, co
         GROUP_OF((n + 1) / 2, G)
     }
 #undef G
+    /* the last round key loaded again, not kept from y_kt's broadcast across the group (gcc 16
+     * kept it so, and spilled it: tests/c/test_vreg_residue.c) */
+    __asm__("" : "+r"(rk));
     next = _mm_xor_si128(_mm_load_si128((const __m128i *)(const void *)cur + n), XKEY(rk, rounds));
     /* the tweaks with kl folded in (T ^ kl beside T*x ^ kl gives T, then kl) must not outlive the
      * call; explicit stores, as gcc's memset may be rep stos, and only those written (a short
