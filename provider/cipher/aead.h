@@ -2,9 +2,10 @@
  * new AEAD brings only its kinds, its state machine's differences and its engine: the AAD gathered
  * until the engine takes it, the piece-length and output-room rules of a data call, the engine-
  * failure rule (output wiped, accelaes's reason raised once), the TLS 1.2 record's AAD (its length
- * field corrected for the explicit IV and the tag) and explicit IV counter, and the parameter
- * errors the default provider raises for all its AEADs. The semantics are the default's
- * (ciphercommon_gcm.c, ciphercommon_ccm.c); an AEAD's own differences stay in its file. */
+ * field corrected for the explicit IV and the tag) and explicit IV counter, the parameters
+ * answered alike (sizes, IV, TLS AAD) and the parameter errors the default provider raises for
+ * all its AEADs. The semantics are the default's (ciphercommon_gcm.c, ciphercommon_ccm.c); an
+ * AEAD's own differences stay in its file. */
 #ifndef ACCELAES_AEAD_H
 #define ACCELAES_AEAD_H
 
