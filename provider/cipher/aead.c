@@ -2,7 +2,9 @@
 #include <limits.h>
 #include <string.h>
 #include <openssl/crypto.h>
+#include <openssl/params.h>
 #include "provider/cipher/aead.h"
+#include "provider/base/compat.h"
 #include "provider/route/prov.h"
 
 int acc_aead_aad_add(acc_aead_aad *a, const uint8_t *data, size_t n, uint64_t max)
@@ -118,4 +120,38 @@ int acc_aead_failed_to_get(const OSSL_PARAM *p)
 {
     acc_raise(ACC_PROV_R(PROV_R_FAILED_TO_GET_PARAMETER), "cannot read parameter '%s'", p->key);
     return 0;
+}
+
+int acc_aead_get_size(OSSL_PARAM *p, size_t v)
+{
+    return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
+}
+
+int acc_aead_get_iv(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen, size_t n)
+{
+    if (ivlen > p->data_size) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, ivlen, p->data_size);
+        return 0;
+    }
+    /* the string form first, as both defaults' IV answers (compat.c) */
+    return acc_compat_set_iv(p, iv, n, 1) || acc_aead_failed_to_set(p);
+}
+
+int acc_aead_set_tls_aad(const OSSL_PARAM *p, uint8_t buf[ACC_AEAD_TLS_AAD_LEN], int enc, size_t taglen, int reason,
+                         size_t *aad_len, size_t *pad_sz)
+{
+    size_t sz;
+
+    if (p->data_type != OSSL_PARAM_OCTET_STRING)
+        return acc_aead_failed_to_get(p);
+    /* the record's AAD is kept, its length field corrected to the payload's */
+    sz = acc_aead_tls_aad(buf, p->data, p->data_size, enc, taglen);
+    if (p->data_size == ACC_AEAD_TLS_AAD_LEN)
+        *aad_len = p->data_size;
+    if (sz == 0) {
+        acc_raise(reason, "TLS AAD of %zu bytes or its length field", p->data_size);
+        return 0;
+    }
+    *pad_sz = sz;
+    return 1;
 }

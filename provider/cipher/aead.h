@@ -2,9 +2,10 @@
  * new AEAD brings only its kinds, its state machine's differences and its engine: the AAD gathered
  * until the engine takes it, the piece-length and output-room rules of a data call, the engine-
  * failure rule (output wiped, accelaes's reason raised once), the TLS 1.2 record's AAD (its length
- * field corrected for the explicit IV and the tag) and explicit IV counter, and the parameter
- * errors the default provider raises for all its AEADs. The semantics are the default's
- * (ciphercommon_gcm.c, ciphercommon_ccm.c); an AEAD's own differences stay in its file. */
+ * field corrected for the explicit IV and the tag) and explicit IV counter, the parameters
+ * answered alike (sizes, IV, TLS AAD) and the parameter errors the default provider raises for
+ * all its AEADs. The semantics are the default's (ciphercommon_gcm.c, ciphercommon_ccm.c); an
+ * AEAD's own differences stay in its file. */
 #ifndef ACCELAES_AEAD_H
 #define ACCELAES_AEAD_H
 
@@ -54,6 +55,20 @@ void acc_aead_ctr64_inc(uint8_t counter[8]);
 /* PROV's "failed to set parameter" / "failed to get parameter", naming p. Return 0. */
 int acc_aead_failed_to_set(const OSSL_PARAM *p);
 int acc_aead_failed_to_get(const OSSL_PARAM *p);
+
+/* The parameters every AEAD answers the same way, each in its default's words; the rules that
+ * differ (tag lengths and when a tag is there, IV lengths, the TLS fixed IV) stay in the AEAD's
+ * file. */
+/* A size (IV, key or tag length, TLS padding) out: 1, or 0 with "failed to set". */
+int acc_aead_get_size(OSSL_PARAM *p, size_t v);
+/* IV or UPDATED_IV out: n bytes from iv, where p has room for the ivlen bytes of the IV (else
+ * INVALID_IV_LENGTH); 0 with "failed to set" where p's type does not take them. */
+int acc_aead_get_iv(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen, size_t n);
+/* The TLS 1.2 record's AAD in (acc_aead_tls_aad, into buf): *aad_len is 13 once an AAD of that
+ * length is given, even a bad one (as the defaults), *pad_sz the padding the record needs. 1, or
+ * 0 with "failed to get" (not an octet string) or reason (the AEAD's: bad length or field). */
+int acc_aead_set_tls_aad(const OSSL_PARAM *p, uint8_t buf[ACC_AEAD_TLS_AAD_LEN], int enc, size_t taglen, int reason,
+                         size_t *aad_len, size_t *pad_sz);
 /* OSSL_PARAM_locate with the first two bytes compared before strcmp: a small record's calls ask a
  * one-element array for each known key, and the strcmp calls were a sixth of CCM's 16-byte time. */
 static inline const OSSL_PARAM *acc_aead_param_find(const OSSL_PARAM *params, const char *key)

@@ -51,21 +51,11 @@ static int set_ivlen(acc_ccm_ctx *c, const OSSL_PARAM *p)
     return 1;
 }
 
+/* CCM's bad TLS AAD is INVALID_DATA (GCM's INVALID_AAD); the tag is the context's M bytes */
 static int set_tls_aad(acc_ccm_ctx *c, const OSSL_PARAM *p)
 {
-    size_t sz;
-
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return acc_aead_failed_to_get(p);
-    sz = acc_aead_tls_aad(c->buf, p->data, p->data_size, c->base.enc, c->m);
-    if (p->data_size == ACC_AEAD_TLS_AAD_LEN)
-        c->tls_aad_len = p->data_size;
-    if (sz == 0) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_DATA), "TLS AAD of %zu bytes or its length field", p->data_size);
-        return 0;
-    }
-    c->tls_aad_pad_sz = sz;
-    return 1;
+    return acc_aead_set_tls_aad(p, c->buf, c->base.enc, c->m, ACC_PROV_R(PROV_R_INVALID_DATA), &c->tls_aad_len,
+                                &c->tls_aad_pad_sz);
 }
 
 static int set_iv_fixed(acc_ccm_ctx *c, const OSSL_PARAM *p)
@@ -100,11 +90,6 @@ int acc_ccm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
     return 1;
 }
 
-static int get_size(OSSL_PARAM *p, size_t v)
-{
-    return OSSL_PARAM_set_size_t(p, v) || acc_aead_failed_to_set(p);
-}
-
 /* IV and UPDATED_IV: the nonce buffer, as many bytes as asked, up to what the running default gives
  * (compat.c's ccm_iv_room: its nonce buffer, on 3.0 with the next buffer after it). */
 static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
@@ -113,22 +98,15 @@ static int get_iv(acc_ccm_ctx *c, OSSL_PARAM *p)
     size_t n, room;
     int ok;
 
-    if (ivlen_of(c) > p->data_size) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, ivlen_of(c),
-                  p->data_size);
-        return 0;
-    }
     room = (size_t)acc_compat()->ccm_iv_room[strcmp(p->key, OSSL_CIPHER_PARAM_IV) != 0];
     n = p->data_size < room ? p->data_size : room;
-    if (n <= 16 || p->data_type == OSSL_PARAM_OCTET_PTR) {   /* a pointer: iv and buf are one struct's */
-        ok = acc_compat_set_iv(p, c->iv, n, 1);
-    } else {
-        memcpy(both, c->iv, 16);
-        memcpy(both + 16, c->buf, 16);
-        ok = acc_compat_set_iv(p, both, n, 1);
-        OPENSSL_cleanse(both, sizeof(both));
-    }
-    return ok || acc_aead_failed_to_set(p);
+    if (n <= 16 || p->data_type == OSSL_PARAM_OCTET_PTR)   /* a pointer: iv and buf are one struct's */
+        return acc_aead_get_iv(p, c->iv, ivlen_of(c), n);
+    memcpy(both, c->iv, 16);
+    memcpy(both + 16, c->buf, 16);
+    ok = acc_aead_get_iv(p, both, ivlen_of(c), n);
+    OPENSSL_cleanse(both, sizeof(both));
+    return ok;
 }
 
 /* The tag once, after an encryption's data; the message then ends (no tag to get again). */
@@ -155,16 +133,16 @@ static int get_one(acc_ccm_ctx *c, size_t i, OSSL_PARAM *p)
 {
     switch (i) {
     case 0:
-        return get_size(p, ivlen_of(c));
+        return acc_aead_get_size(p, ivlen_of(c));
     case 1:
-        return get_size(p, c->m);
+        return acc_aead_get_size(p, c->m);
     case 2:
     case 3:
         return get_iv(c, p);
     case 4:
-        return get_size(p, c->base.keylen);
+        return acc_aead_get_size(p, c->base.keylen);
     case 5:
-        return get_size(p, c->tls_aad_pad_sz);
+        return acc_aead_get_size(p, c->tls_aad_pad_sz);
     default:
         return get_tag(c, p);
     }

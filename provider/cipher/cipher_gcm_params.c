@@ -110,14 +110,7 @@ static int get_iv(acc_gcm_ctx *g, OSSL_PARAM *p)
         && (!acc_compat()->gcm_get_iv_generates || g->tls_aad_len != ACC_GCM_UNSET || !g->base.enc
             || !acc_gcm_iv_generate(g)))
         return 0;
-    if (g->ivlen > p->data_size) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "'%s' needs %zu bytes, has %zu", p->key, g->ivlen,
-                  p->data_size);
-        return 0;
-    }
-    if (!acc_compat_set_iv(p, g->iv, g->ivlen, 1))
-        return failed_to_set(p);
-    return 1;
+    return acc_aead_get_iv(p, g->iv, g->ivlen, g->ivlen);
 }
 
 static int get_tag(acc_gcm_ctx *g, OSSL_PARAM *p)
@@ -135,22 +128,22 @@ static int get_tag(acc_gcm_ctx *g, OSSL_PARAM *p)
 
 static int get_ivlen(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
-    return OSSL_PARAM_set_size_t(p, g->ivlen) || failed_to_set(p);
+    return acc_aead_get_size(p, g->ivlen);
 }
 
 static int get_keylen(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
-    return OSSL_PARAM_set_size_t(p, g->base.keylen) || failed_to_set(p);
+    return acc_aead_get_size(p, g->base.keylen);
 }
 
 static int get_taglen(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
-    return OSSL_PARAM_set_size_t(p, g->taglen != ACC_GCM_UNSET ? g->taglen : ACC_GCM_TAG_LEN) || failed_to_set(p);
+    return acc_aead_get_size(p, g->taglen != ACC_GCM_UNSET ? g->taglen : ACC_GCM_TAG_LEN);
 }
 
 static int get_aad_pad(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
-    return OSSL_PARAM_set_size_t(p, g->tls_aad_pad_sz) || failed_to_set(p);
+    return acc_aead_get_size(p, g->tls_aad_pad_sz);
 }
 
 static int get_ivgen(acc_gcm_ctx *g, OSSL_PARAM *p)
@@ -265,22 +258,11 @@ static int set_ivlen(acc_gcm_ctx *g, const OSSL_PARAM *p)
     return 1;
 }
 
+/* GCM's bad TLS AAD is INVALID_AAD (CCM's INVALID_DATA); the tag is always 16 bytes */
 static int set_tls_aad(acc_gcm_ctx *g, const OSSL_PARAM *p)
 {
-    size_t sz;
-
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return failed_to_get(p);
-    /* the record's AAD is kept, its length field corrected to the payload's */
-    sz = acc_aead_tls_aad(g->buf, p->data, p->data_size, g->base.enc, ACC_GCM_TAG_LEN);
-    if (p->data_size == ACC_AEAD_TLS_AAD_LEN)
-        g->tls_aad_len = p->data_size;
-    if (sz == 0) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_AAD), "TLS AAD of %zu bytes or its length field", p->data_size);
-        return 0;
-    }
-    g->tls_aad_pad_sz = sz;
-    return 1;
+    return acc_aead_set_tls_aad(p, g->buf, g->base.enc, ACC_GCM_TAG_LEN, ACC_PROV_R(PROV_R_INVALID_AAD),
+                                &g->tls_aad_len, &g->tls_aad_pad_sz);
 }
 
 static int set_iv_fixed(acc_gcm_ctx *g, const OSSL_PARAM *p)
