@@ -166,21 +166,26 @@ TGT_GVX INLINE void small(const gvx_key *k, int rounds, __m128i *cn, __m128i *x,
     }
 }
 
-/* Eight blocks. With hash, the eight blocks at hs are hashed into *x, block r - 1 after round r
+/* Eight blocks from a counter whose low three bits are zero: adding 0..7 only sets those bits, an XOR,
+ * which commutes with the whitening, so one byte swap and one XOR with the first round key serve the
+ * group and each block is that XOR a constant. With hash, the eight blocks at hs are hashed into *x, block r - 1 after round r
  * (rounds 1..8 of at least 9): the block that takes x first, so that x needs no register beyond
  * round 1, and the fold after round 8. */
 TGT_GVX INLINE void group8(const gvx_key *k, int rounds, __m128i *cn, __m128i *x, const uint8_t *in, uint8_t *out,
                            const uint8_t *hs, int hash)
 {
-    __m128i z[NB];
+    __m128i z[NB], b;
     prod a;
 
     /* hs read from memory: encrypting it is the previous group's output, which gcc would
      * otherwise keep in registers it does not have */
     __asm__("" : "+r"(hs));
     KEY_FENCE(k);
-    counters(k, *cn, z, NB);
+    b = _mm_xor_si128(_mm_shuffle_epi8(*cn, GV_CTR_SWAP()), k->rk[0]);
     *cn = _mm_add_epi32(*cn, _mm_set_epi32(NB, 0, 0, 0));
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; j++)   /* block j: counter + j, in the low bits of the last byte */
+        z[j] = j == 0 ? b : _mm_xor_si128(b, _mm_set_epi32(j << 24, 0, 0, 0));
 #pragma GCC unroll 13
     for (int r = 1; r < rounds; r++) {
 #pragma GCC unroll 8
@@ -200,14 +205,27 @@ TGT_GVX INLINE void group8(const gvx_key *k, int rounds, __m128i *cn, __m128i *x
     last(k, rounds, z, in, out, NB);
 }
 
-/* Groups of eight (encrypting, each one's hash with the next one's rounds; decrypting, with its own),
+/* The counter's low three bits are zero (public: a count of blocks). */
+TGT_GVX INLINE int head_done(__m128i cn)
+{
+    return ((uint32_t)_mm_extract_epi32(cn, 3) & (NB - 1)) == 0;
+}
+
+/* A head up to a counter with its low three bits zero, groups of eight (encrypting, each one's hash with the next one's rounds; decrypting, with its own),
  * then a tail. */
 TGT_GVX INLINE void blocks_r(const gvx_key *k, int rounds, __m128i *ctr, __m128i *x, const uint8_t *in,
                              uint8_t *out, size_t n, int enc)
 {
     __m128i h = *x, cn = *ctr;   /* locals: through *x every group would wait on a store and a load */
+    size_t head = (NB - ((uint32_t)_mm_extract_epi32(cn, 3) & (NB - 1))) & (NB - 1);
 
-    if (enc && n >= 2 * NB) {
+    if (n >= head + (enc ? 2 * NB : NB) && head != 0) {   /* up to a counter with its low three bits zero */
+#define C(q) small(k, rounds, &cn, &h, in, out, q, enc)
+        BY_N(head, C)
+#undef C
+        in += 16 * head, out += 16 * head, n -= head;
+    }
+    if (enc && n >= 2 * NB && head_done(cn)) {
         group8(k, rounds, &cn, &h, in, out, NULL, 0);
         in += 16 * NB, out += 16 * NB, n -= NB;
         for (; n >= NB; n -= NB, in += 16 * NB, out += 16 * NB)
@@ -215,7 +233,7 @@ TGT_GVX INLINE void blocks_r(const gvx_key *k, int rounds, __m128i *ctr, __m128i
         const uint8_t *o = out - 16 * NB;
         __asm__("" : "+r"(o));   /* read back, as in group8 */
         h = hash_n(k, h, o, NB);
-    } else if (!enc) {
+    } else if (!enc && head_done(cn)) {
         for (; n >= NB; n -= NB, in += 16 * NB, out += 16 * NB)
             group8(k, rounds, &cn, &h, in, out, in, 1);
     }
