@@ -89,8 +89,9 @@ static const acc_gcm_engine *g_gcm_default;
  * else the ymm VAES engine (cores without AVX-512, where ipsec-mb has no VAES code of its own: on the
  * Zen 3 measured, AES-128 at 16 KiB 0.37-0.43 c/B against ipsec-mb's 0.81-1.02, and faster at every size, bench/results/gcm-ymm.md);
  * else ipsec-mb, else the VAES engine, else the same engine on xmm (AES-NI and PCLMULQDQ, SSE only:
- * gcm_vaesx.c; after ipsec-mb until the order is decided from bench/results/gcm-xmm.md, and after the zmm
- * engine, which a build without ipsec-mb on an AVX-512 core must still get). */
+ * gcm_vaesx.c; on the Zen 3 measured, AES-128 at 16 KiB 0.70-0.79 c/B against ipsec-mb's 0.78-1.04,
+ * bench/results/gcm-xmm.md; after ipsec-mb until the order is decided, and after the zmm engine, which a build
+ * without ipsec-mb on an AVX-512 core must still get). */
 static void choose_gcm_default(void)
 {
     static const candidate gcm[] = { { "dual", get_gcm_dual }, { "vaesy", get_gcm_vaesy }, { "imb", get_gcm_imb },

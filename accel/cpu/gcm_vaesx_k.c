@@ -10,6 +10,7 @@
  * tail, and a call of under 8 blocks (16 encrypting), run as one group of 1..8 blocks, hashed before
  * (decrypting) or after (encrypting) its AES. The representation is gcm_vaes_gf.h's. */
 #include "accel/cpu/gcm_vaesx.h"
+#include "accel/cpu/gcm_vaes_rounds.h"
 #include "accel/wipe.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -248,28 +249,14 @@ TGT_GVX INLINE void blocks_r(const gvx_key *k, int rounds, __m128i *ctr, __m128i
     *ctr = cn;
 }
 
-#define PER_ROUNDS(r)                                                                                     \
-    TGT_GVX static __attribute__((noinline)) void enc##r(const gvx_key *k, __m128i *ctr, __m128i *x,       \
-                                                         const uint8_t *in, uint8_t *out, size_t n)         \
-    { blocks_r(k, r, ctr, x, in, out, n, 1); }                                                           \
-    TGT_GVX static __attribute__((noinline)) void dec##r(const gvx_key *k, __m128i *ctr, __m128i *x,       \
-                                                         const uint8_t *in, uint8_t *out, size_t n)         \
-    { blocks_r(k, r, ctr, x, in, out, n, 0); }
-
-PER_ROUNDS(10)
-PER_ROUNDS(12)
-PER_ROUNDS(14)
+GV_BY_ROUNDS(TGT_GVX, gvx_key)
 
 TGT_GVX void gvx_blocks(const gvx_key *k, __m128i *ctr, __m128i *x, const uint8_t *in, uint8_t *out, size_t nblocks,
                         int enc)
 {
     if (nblocks == 0)
         return;
-    switch (k->rounds) {
-    case 10: (enc ? enc10 : dec10)(k, ctr, x, in, out, nblocks); break;
-    case 12: (enc ? enc12 : dec12)(k, ctr, x, in, out, nblocks); break;
-    default: (enc ? enc14 : dec14)(k, ctr, x, in, out, nblocks); break;
-    }
+    by_rounds(k, ctr, x, in, out, nblocks, enc);
     wipe_after();
 }
 
