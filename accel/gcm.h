@@ -89,12 +89,15 @@ const acc_gcm_engine *acc_gcm_engine_vaes(void);
 /* accel/cpu/gcm_vaesy.c: the same engine on ymm (VAES and VPCLMULQDQ without AVX-512: AMD Zen 3);
  * NULL where the CPU lacks them or ACCELAES_NO_VAES=1. */
 const acc_gcm_engine *acc_gcm_engine_vaesy(void);
+/* accel/cpu/gcm_vaesx.c: the same engine on xmm, SSE only (AES-NI and PCLMULQDQ, no VAES or AVX needed);
+ * NULL where the CPU lacks AES-NI or PCLMULQDQ. */
+const acc_gcm_engine *acc_gcm_engine_vaesx(void);
 /* accel/cpu/gcm_imb.c: intel-ipsec-mb's GCM API; NULL without the library or without AES-NI. */
 const acc_gcm_engine *acc_gcm_engine_imb(void);
 /* accel/cpu/gcm_evp.c: nested EVP into the default provider in a private library context. */
 const acc_gcm_engine *acc_gcm_engine_evp(void);
 /* The VAES engine where the CPU has it (zmm: with ipsec-mb per message, gcm_dual.c; ymm: alone), else
- * ipsec-mb where usable, else nested EVP. ACCELAES_GCM_ENGINE=dual|vaesy|imb|vaes|evp picks one (tests; one this machine lacks gives nested EVP);
+ * ipsec-mb where usable, else nested EVP. ACCELAES_GCM_ENGINE=dual|vaesy|imb|vaesx|vaes|evp picks one (tests; one this machine lacks gives nested EVP);
  * ACCELAES_FORCE_EVP_ENGINE=1 forces EVP. Read once per process (engine_select.c). */
 const acc_gcm_engine *acc_gcm_engine_default(void);
 

@@ -39,6 +39,7 @@ ENGINES = {
               "requests from 4 KiB split over the worker pool, a private unit table"),
     "gcm-vaes": ({"ACCELAES_GCM_ENGINE": "vaes"}, "gcm", "accelaes's VAES GCM engine"),
     "gcm-vaesy": ({"ACCELAES_GCM_ENGINE": "vaesy"}, "gcm", "accelaes's VAES GCM engine on ymm (no AVX-512)"),
+    "gcm-vaesx": ({"ACCELAES_GCM_ENGINE": "vaesx"}, "gcm", "accelaes's GCM engine on xmm (AES-NI and PCLMULQDQ, SSE only)"),
     "gcm-imb": ({"ACCELAES_GCM_ENGINE": "imb"}, "gcm", "intel-ipsec-mb's GCM"),
     "gcm-evp": ({"ACCELAES_GCM_ENGINE": "evp"}, "gcm", "GCM by nested EVP"),
     "fakegpu": ({"ACCELAES_BACKEND": "cuda", "ACCELAES_GPU_MIN": "16",
@@ -48,7 +49,8 @@ ENGINES = {
               "ACCELAES_GPU_PLUGIN": str(BUILD / "accelaes-cuda.so")}, None, "the GPU path on the CUDA plugin"),
 }
 SKIP_ELSEWHERE = re.compile(r"GFSbox|KeySbox|VarKey|VarTxt")
-GCM_NAMES = {"vaes-gcm": "gcm-vaes", "vaes-gcm-ymm": "gcm-vaesy", "intel-ipsec-mb": "gcm-imb",
+GCM_NAMES = {"vaes-gcm": "gcm-vaes", "vaes-gcm-ymm": "gcm-vaesy", "aesni-gcm": "gcm-vaesx",
+             "intel-ipsec-mb": "gcm-imb",
              "nested EVP (default provider)": "gcm-evp"}
 
 # This process's engine is set before anything loads the provider (this module is imported by conftest.py).

@@ -1,5 +1,5 @@
-/* accel/cpu/gcm_vaes_gf.h: GHASH's representation and one-block arithmetic, shared by both widths of
- * the VAES GCM engine (zmm: gcm_vaes.h, ymm: gcm_vaesy.h). Internal to accel/cpu/.
+/* accel/cpu/gcm_vaes_gf.h: GHASH's representation and one-block arithmetic, shared by the three widths
+ * of accelaes's GCM engine (zmm: gcm_vaes.h, ymm: gcm_vaesy.h, xmm: gcm_vaesx.h). Internal to accel/cpu/.
  *
  * Every block is byte-reversed on load ("R" form: GCM's first bit, the coefficient of x^0,
  * becomes bit 127), so a carry-less multiply is a plain PCLMULQDQ. The product of two R values is
@@ -13,6 +13,9 @@
 #ifndef ACCELAES_GCM_VAES_GF_H
 #define ACCELAES_GCM_VAES_GF_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <immintrin.h>
 
 #define TGT_GF __attribute__((target("pclmul,sse4.1,ssse3")))
@@ -51,6 +54,48 @@ TGT_GF static inline __attribute__((always_inline)) __m128i h_times_xinv(__m128i
     hi = (hi << 1 | lo >> 63) ^ (m & 0xc200000000000000ULL);
     lo = (lo << 1) ^ (m & 1);
     return _mm_set_epi64x((long long)hi, (long long)lo);
+}
+
+/* ---- Loads of a message's last partial block and the tag compare, for the widths without AVX-512
+ * (ymm: gcm_vaesy.h, xmm: gcm_vaesx.h; the zmm width uses masked loads) ---- */
+
+/* m (0..7) bytes from q as the low bytes of a qword, nothing read beyond them: two overlapping
+ * loads (equal bytes where they overlap) from 4, the first, middle and last byte below. */
+static inline __attribute__((always_inline)) uint64_t gf_load_short(const uint8_t *q, unsigned m)
+{
+    uint32_t a, b;
+
+    if (m >= 4) {
+        memcpy(&a, q, 4);
+        memcpy(&b, q + m - 4, 4);
+        return (uint64_t)a | (uint64_t)b << (8 * (m - 4));
+    }
+    if (m == 0)
+        return 0;
+    return (uint64_t)q[0] | (uint64_t)q[m / 2] << (8 * (m / 2)) | (uint64_t)q[m - 1] << (8 * (m - 1));
+}
+
+/* n (1..16) bytes from p, zero above: loads of the bytes themselves, no stack copy (a 16-byte
+ * reload of narrower stores would wait on store forwarding). n is public (a length). */
+TGT_GF static inline __attribute__((always_inline)) __m128i gf_load_tail(const uint8_t *p, unsigned n)
+{
+    uint64_t lo;
+
+    if (n == 16)
+        return _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (n < 8)
+        return _mm_cvtsi64_si128((long long)gf_load_short(p, n));
+    memcpy(&lo, p, 8);
+    return _mm_set_epi64x((long long)gf_load_short(p + 8, n - 8), (long long)lo);
+}
+
+/* t's first taglen bytes equal tag's: one byte compare, one test of all taglen bits. */
+TGT_GF static inline __attribute__((always_inline)) int gf_tag_equal(__m128i t, const uint8_t *tag, size_t taglen)
+{
+    unsigned want = (1u << taglen) - 1;
+    unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(t, gf_load_tail(tag, (unsigned)taglen)));
+
+    return (eq & want) == want;
 }
 
 #endif

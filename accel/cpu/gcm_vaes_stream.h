@@ -1,5 +1,6 @@
 /* accel/cpu/gcm_vaes_stream.h: the VAES GCM engine's stream (accel/gcm.h's interface), written once
- * for both widths and included by each width's engine file (gcm_vaes.c: zmm, gcm_vaesy.c: ymm):
+ * for every width and included by each width's engine file (gcm_vaes.c: zmm, gcm_vaesy.c: ymm,
+ * gcm_vaesx.c: xmm):
  * the message's stream (AAD, the partial block between updates of any split, the tag), the
  * split's hooks and the default's wiped state. The block work is in the width's kernels, the
  * representation in gcm_vaes_gf.h. Constant time: lengths are the only values that steer it; the

@@ -8,7 +8,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include <immintrin.h>
 #include "accel/cpu/gcm_vaes_gf.h"
 
@@ -61,43 +60,15 @@ TGT_GVY static inline __attribute__((always_inline)) void gvy_set_round_key(gvy_
     k->rk[r] = _mm256_broadcastsi128_si256(rk);
 }
 
-/* m (0..7) bytes from q as the low bytes of a qword, nothing read beyond them: two overlapping
- * loads (equal bytes where they overlap) from 4, the first, middle and last byte below. */
-static inline __attribute__((always_inline)) uint64_t gvy_load_short(const uint8_t *q, unsigned m)
-{
-    uint32_t a, b;
-
-    if (m >= 4) {
-        memcpy(&a, q, 4);
-        memcpy(&b, q + m - 4, 4);
-        return (uint64_t)a | (uint64_t)b << (8 * (m - 4));
-    }
-    if (m == 0)
-        return 0;
-    return (uint64_t)q[0] | (uint64_t)q[m / 2] << (8 * (m / 2)) | (uint64_t)q[m - 1] << (8 * (m - 1));
-}
-
-/* n (1..16) bytes from p, zero above: loads of the bytes themselves, no stack copy (a 16-byte
- * reload of narrower stores would wait on store forwarding). n is public (a length). */
+/* n (1..16) bytes from p, zero above, nothing read beyond (gcm_vaes_gf.h's gf_load_tail). */
 TGT_GVY static inline __attribute__((always_inline)) __m128i gvy_load_tail(const uint8_t *p, unsigned n)
 {
-    uint64_t lo;
-
-    if (n == 16)
-        return _mm_loadu_si128((const __m128i *)(const void *)p);
-    if (n < 8)
-        return _mm_cvtsi64_si128((long long)gvy_load_short(p, n));
-    memcpy(&lo, p, 8);
-    return _mm_set_epi64x((long long)gvy_load_short(p + 8, n - 8), (long long)lo);
+    return gf_load_tail(p, n);
 }
 
-/* t's first taglen bytes equal tag's: one byte compare, one test of all taglen bits. */
 TGT_GVY static inline __attribute__((always_inline)) int gvy_tag_equal(__m128i t, const uint8_t *tag, size_t taglen)
 {
-    unsigned want = (1u << taglen) - 1;
-    unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(t, gvy_load_tail(tag, (unsigned)taglen)));
-
-    return (eq & want) == want;
+    return gf_tag_equal(t, tag, taglen);
 }
 
 #endif

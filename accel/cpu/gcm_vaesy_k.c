@@ -12,6 +12,7 @@
  * call of under 32 blocks run as groups of 1..8 registers (1..16 blocks) with counters added one
  * by one; a call of one block runs on xmm. The representation is gcm_vaes_gf.h's. */
 #include "accel/cpu/gcm_vaesy.h"
+#include "accel/cpu/gcm_vaes_rounds.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define YLD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -253,17 +254,7 @@ TGT_GVY INLINE void blocks_r(const gvy_key *k, int rounds, __m128i *ctr, __m128i
     *ctr = cn;
 }
 
-#define PER_ROUNDS(r)                                                                                     \
-    TGT_GVY static __attribute__((noinline)) void enc##r(const gvy_key *k, __m128i *ctr, __m128i *x,       \
-                                                         const uint8_t *in, uint8_t *out, size_t n)         \
-    { blocks_r(k, r, ctr, x, in, out, n, 1); }                                                           \
-    TGT_GVY static __attribute__((noinline)) void dec##r(const gvy_key *k, __m128i *ctr, __m128i *x,       \
-                                                         const uint8_t *in, uint8_t *out, size_t n)         \
-    { blocks_r(k, r, ctr, x, in, out, n, 0); }
-
-PER_ROUNDS(10)
-PER_ROUNDS(12)
-PER_ROUNDS(14)
+GV_BY_ROUNDS(TGT_GVY, gvy_key)
 
 TGT_GVY void gvy_blocks(const gvy_key *k, __m128i *ctr, __m128i *x, const uint8_t *in, uint8_t *out, size_t nblocks,
                         int enc)
@@ -278,11 +269,7 @@ TGT_GVY void gvy_blocks(const gvy_key *k, __m128i *ctr, __m128i *x, const uint8_
         *ctr = _mm_add_epi32(*ctr, _mm_set_epi32(1, 0, 0, 0));
         return;
     }
-    switch (k->rounds) {
-    case 10: (enc ? enc10 : dec10)(k, ctr, x, in, out, nblocks); break;
-    case 12: (enc ? enc12 : dec12)(k, ctr, x, in, out, nblocks); break;
-    default: (enc ? enc14 : dec14)(k, ctr, x, in, out, nblocks); break;
-    }
+    by_rounds(k, ctr, x, in, out, nblocks, enc);
     _mm256_zeroall();   /* the keystream and the products go (an xsave would write them out: wipe.h) */
 }
 

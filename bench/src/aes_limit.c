@@ -130,7 +130,7 @@ static void xts_rows(const acc_engine *e, const uint8_t *key, uint8_t *buf, size
 }
 
 /* ---- GCM (acc_gcm_engine_default(): engine_select.c's choice;
- * ACCELAES_GCM_ENGINE=dual|vaesy|imb|vaes|evp picks one): one message per call as a TLS record is (12-byte IV, 13 bytes of AAD, the tag), SIZE
+ * ACCELAES_GCM_ENGINE=dual|vaesy|imb|vaesx|vaes|evp picks one): one message per call as a TLS record is (12-byte IV, 13 bytes of AAD, the tag), SIZE
  * bytes in place, encrypt and decrypt, alternated with the rest; best of ROUNDS. ---- */
 static acc_gcm_state gcm_st[3];
 static double gcm_best[3][2] = { { 1e9, 1e9 }, { 1e9, 1e9 }, { 1e9, 1e9 } };

@@ -1,5 +1,5 @@
 /* tests/c/test_gcm_engines.c: every GCM engine this machine has (accel/gcm.h: accelaes's VAES
- * engine on zmm or on ymm, intel-ipsec-mb, the nested default provider) against every other, at the engine
+ * engine on zmm, ymm or xmm, intel-ipsec-mb, the nested default provider) against every other, at the engine
  * interface:
  *  - cross: a random message (key size, IV length 1..64, AAD 0..300 bytes, data 0..5000 bytes)
  *    encrypted on engine A in random pieces (1-byte pieces included, in place or not), decrypted on
@@ -7,9 +7,9 @@
  *    plaintext back, and a tag with one bit flipped refused by B;
  *  - the counter's 32-bit wrap, which no IV can be searched for: the message moved on by split_put
  *    (the same GHASH and 2^32 - k blocks on both) to just before the low word wraps, then streamed
- *    across it on each VAES engine and on intel-ipsec-mb (the checked reference): same bytes, same
+ *    across it on each width of accelaes's engine and on intel-ipsec-mb (the checked reference): same bytes, same
  *    tag, and each engine decrypts the other's;
- *  - the split hooks of each VAES engine against its own update: split_range over a range, combined
+ *  - the split hooks of each width of accelaes's engine against its own update: split_range over a range, combined
  *    with split_put, gives the bytes and tag of a plain update.
  * Run by tests/conformance/test_gcm_engines.py. ACCELAES_TEST_SEED varies the messages. */
 #include <stdint.h>
@@ -163,15 +163,15 @@ static void split_self(const acc_gcm_engine *v, size_t head, size_t nblocks, int
 int main(void)
 {
     /* the per-message choice (gcm_dual.c) is an engine of its own: crossed with the others too */
-    const acc_gcm_engine *all[5] = { acc_gcm_engine_vaes(), acc_gcm_engine_vaesy(), acc_gcm_engine_imb(),
-                                     acc_gcm_engine_evp(), acc_gcm_engine_dual() };
-    const acc_gcm_engine *have[5], *imb = all[2];
+    const acc_gcm_engine *all[6] = { acc_gcm_engine_vaes(), acc_gcm_engine_vaesy(), acc_gcm_engine_vaesx(),
+                                     acc_gcm_engine_imb(), acc_gcm_engine_evp(), acc_gcm_engine_dual() };
+    const acc_gcm_engine *have[6], *imb = all[3];
     const char *seed = getenv("ACCELAES_TEST_SEED");
     int n = 0;
 
     if (seed != NULL)
         rng_state ^= strtoull(seed, NULL, 0) * 0x100000001b3u;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (all[i] != NULL)
             have[n++] = all[i];
     printf("engines:");
@@ -182,7 +182,7 @@ int main(void)
         for (int a = 0; a < n; a++)
             for (int b = 0; b < n; b++)
                 cross(have[a], have[b], have[(a + b + round) % n], round);
-    for (int w = 0; w < 2; w++) {   /* each VAES engine: zmm, ymm */
+    for (int w = 0; w < 3; w++) {   /* each width of accelaes's engine: zmm, ymm, xmm */
         const acc_gcm_engine *v = all[w];
         if (v == NULL)
             continue;
@@ -198,7 +198,7 @@ int main(void)
             for (size_t head = 0; head < 40; head += 8)
                 split_self(v, head, 1 + upto(70), enc);
     }
-    if (all[0] == NULL && all[1] == NULL)
-        printf("skipped: no VAES GCM engine on this CPU\n");
+    if (all[0] == NULL && all[1] == NULL && all[2] == NULL)
+        printf("skipped: no accelaes GCM engine on this CPU\n");
     return CHECK_SUMMARY();
 }
