@@ -96,8 +96,9 @@ const acc_gcm_engine *acc_gcm_engine_vaesx(void);
 const acc_gcm_engine *acc_gcm_engine_imb(void);
 /* accel/cpu/gcm_evp.c: nested EVP into the default provider in a private library context. */
 const acc_gcm_engine *acc_gcm_engine_evp(void);
-/* The VAES engine where the CPU has it (zmm: with ipsec-mb per message, gcm_dual.c; ymm: alone), else
- * ipsec-mb where usable, else nested EVP. ACCELAES_GCM_ENGINE=dual|vaesy|imb|vaesx|vaes|evp picks one (tests; one this machine lacks gives nested EVP);
+/* accelaes's own engine at the widest the CPU has (zmm: with ipsec-mb per message where the build has it,
+ * gcm_dual.c; ymm; xmm), else ipsec-mb (AES-NI without PCLMULQDQ), else nested EVP (engine_select.c).
+ * ACCELAES_GCM_ENGINE=dual|vaesy|vaes|vaesx|imb|evp picks one (tests; one this machine lacks gives nested EVP);
  * ACCELAES_FORCE_EVP_ENGINE=1 forces EVP. Read once per process (engine_select.c). */
 const acc_gcm_engine *acc_gcm_engine_default(void);
 

@@ -88,14 +88,14 @@ static const acc_gcm_engine *g_gcm_default;
  * at 16 KiB against the VAES engine's 0.72-0.89: bench/results/releases-speed.md, bench/results/gcm-vaes.md);
  * else the ymm VAES engine (cores without AVX-512, where ipsec-mb has no VAES code of its own: on the
  * Zen 3 measured, AES-128 at 16 KiB 0.37-0.43 c/B against ipsec-mb's 0.81-1.02, and faster at every size, bench/results/gcm-ymm.md);
- * else ipsec-mb, else the VAES engine, else the same engine on xmm (AES-NI and PCLMULQDQ, SSE only:
- * gcm_vaesx.c; on the Zen 3 measured, AES-128 at 16 KiB 0.70-0.79 c/B against ipsec-mb's 0.78-1.04,
- * bench/results/gcm-xmm.md; after ipsec-mb until the order is decided, and after the zmm engine, which a build
- * without ipsec-mb on an AVX-512 core must still get). */
+ * else the zmm VAES engine alone (a build without ipsec-mb on an AVX-512 core), else the same engine on
+ * xmm (AES-NI and PCLMULQDQ, SSE only: gcm_vaesx.c; forced on the Zen 3 measured, AES-128 at 16 KiB
+ * 0.70-0.79 c/B against ipsec-mb's 0.78-1.04, and faster records from 16 B, bench/results/gcm-xmm.md),
+ * else ipsec-mb (a core with AES-NI but no PCLMULQDQ), else nested EVP. */
 static void choose_gcm_default(void)
 {
-    static const candidate gcm[] = { { "dual", get_gcm_dual }, { "vaesy", get_gcm_vaesy }, { "imb", get_gcm_imb },
-                                     { "vaes", get_gcm_vaes }, { "vaesx", get_gcm_vaesx } };
+    static const candidate gcm[] = { { "dual", get_gcm_dual }, { "vaesy", get_gcm_vaesy }, { "vaes", get_gcm_vaes },
+                                     { "vaesx", get_gcm_vaesx }, { "imb", get_gcm_imb } };
 
     g_gcm_default = choose(gcm, sizeof(gcm) / sizeof(gcm[0]), "ACCELAES_GCM_ENGINE", acc_gcm_engine_evp());
 }
