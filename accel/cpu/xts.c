@@ -265,37 +265,21 @@ TGT_NI static __attribute__((noinline)) int xts_ni_work(const acc_aes_key *k1, c
     return xts_unit(k1, k2, iv, in, out, len, 0, 0);
 }
 
-/* A unit under 8 blocks, one function per direction: its six arguments all in registers. Its code
- * holds no round key across rounds, so no compiler has one to spill (gcc 12, 14 and 16 checked:
- * tests/c/test_vreg_residue.c); its frame is not wiped, which cost a 16-byte unit a third. */
-#define XTS_NI_SHORT(name, dec)                                                                              \
-    TGT_NI static __attribute__((noinline)) int name(const acc_aes_key *k1, const acc_aes_key *k2,         \
-                                                     const uint8_t iv[16], const uint8_t *in, uint8_t *out, \
-                                                     size_t len)                                            \
-    {                                                                                                       \
-        return xts_unit(k1, k2, iv, in, out, len, dec, 0);                                                  \
-    }
-XTS_NI_SHORT(xts_ni_short_enc, 0)
-XTS_NI_SHORT(xts_ni_short_dec, 1)
-
 /* With 16 xmm registers gcc spills round keys (and the tweak chain's copy of the last round key)
  * to the stack and the red zone below it in the 8-block loop (issue 30: no key left on a thread's
  * stack after a unit); rather than steer every spill, the work's whole frame is wiped after a
- * unit that ran it. */
+ * unit that ran it. Shorter units hold no round key across rounds (xts_x.h x_xts_n), so no
+ * compiler has one to spill (gcc 12, 14 and 16 checked: tests/c/test_vreg_residue.c), and their
+ * frame is not wiped: that cost a 16-byte unit a third. */
 TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                       uint8_t *out, size_t len, int dec)
 {
     uintptr_t low;
-    int ok;
+    int ok = xts_ni_work(k1, k2, iv, in, out, len, dec, &low);
 
-    if (len < 128) {
-        ok = dec ? xts_ni_short_dec(k1, k2, iv, in, out, len) : xts_ni_short_enc(k1, k2, iv, in, out, len);
-        acc_clear_xmm();   /* the round keys and tweaks in registers go, as every engine entry (wipe.h) */
-        return ok;
-    }
-    ok = xts_ni_work(k1, k2, iv, in, out, len, dec, &low);
-    acc_clear_xmm();
-    acc_wipe_frame(low);
+    acc_clear_xmm();   /* the round keys and tweaks in registers go, as every engine entry (wipe.h) */
+    if (len >= 128)
+        acc_wipe_frame(low);
     return ok;
 }
 
