@@ -105,6 +105,20 @@ static __attribute__((noinline)) void leave_key_in_frame(const acc_aes_key *k)
         b[128 + i] = k->enc[16 + i];
 }
 
+/* AddressSanitizer lays frames out its own way (red zones between locals, frames that may live on
+ * its fake stack), so what lies below the caller is not the engine's frames: the stack scan is for
+ * the builds users run, the registers are checked in both. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STACK_SCANNED 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STACK_SCANNED 0
+#endif
+#endif
+#ifndef STACK_SCANNED
+#define STACK_SCANNED 1
+#endif
+
 static void scan_sees_planted_key(const acc_engine *e, const acc_aes_key *k)
 {
     static uint8_t stack[STACK_SCAN];
@@ -138,7 +152,8 @@ static void one(const acc_engine *e, const acc_aes_key *k1, const acc_aes_key *k
     n = dump_regs(lanes);
     stack_read(stack);
     where_found[0] = 0;
-    check(lanes_with_key(stack, STACK_SCAN / 16, k1) == 0 && lanes_with_key(stack, STACK_SCAN / 16, k2) == 0, e,
+    check(!STACK_SCANNED || (lanes_with_key(stack, STACK_SCAN / 16, k1) == 0
+                             && lanes_with_key(stack, STACK_SCAN / 16, k2) == 0), e,
           "%s %zu bytes (%d-bit key): a round key is left on the stack (%s)", op_name[op], len, k1->keybits,
           where_found);
     check(ok == 1, e, "%s %zu bytes: the call failed", op_name[op], len);
@@ -183,7 +198,7 @@ static void gcm_residue(const acc_gcm_engine *g, const acc_engine *e, int kb)
             bad += lanes_with_key(lanes, n, &k);
             stack_read(stack);
             where_found[0] = 0;
-            check(lanes_with_key(stack, STACK_SCAN / 16, &k) == 0, e,
+            check(!STACK_SCANNED || lanes_with_key(stack, STACK_SCAN / 16, &k) == 0, e,
                   "%s %zu bytes (%d-bit key, enc %d): a round key is left on the stack (%s)", g->name, lens[i], kb,
                   enc, where_found);
             check(ok[0] && ok[1] && ok[2], e, "%s %zu bytes: a call failed", g->name, lens[i]);
@@ -213,7 +228,11 @@ static void test_residue(const acc_engine *e)
             check(0, e, "set_key %d", kb);
             continue;
         }
-        scan_sees_planted_key(e, &k1);
+        if (STACK_SCANNED)
+            scan_sees_planted_key(e, &k1);
+        else if (kb == 128)
+            printf("skip [%s]: the stack scan under AddressSanitizer (its own frame layout); registers checked\n",
+                   e->name);
         for (int op = 0; op < 7; op++)
             for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
                 if (op >= 5 ? kb != 192 : lens[i] % 16 == 0)   /* XTS: AES-128 and AES-256 only */
