@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include "accel/engine.h"
 #include "accel/wipe.h"
+#include "accel/cpu/unroll.h"
 
 
 /* Per-function targets, so the Makefile needs no -m flags and the library still loads on any x86-64.
@@ -103,20 +104,6 @@ TGT_NI INLINE __m128i x_last(__m128i x, __m128i k, int dec)
 {
     return dec ? _mm_aesdeclast_si128(x, k) : _mm_aesenclast_si128(x, k);
 }
-
-/* GROUP(q) with q = 1..8 a constant in each case, so that every group size is its own unrolled copy. */
-#define GROUP_OF(q, GROUP)                                                                 \
-    switch (q) {                                                                           \
-    case 1: GROUP(1); break;                                                               \
-    case 2: GROUP(2); break;                                                               \
-    case 3: GROUP(3); break;                                                               \
-    case 4: GROUP(4); break;                                                               \
-    case 5: GROUP(5); break;                                                               \
-    case 6: GROUP(6); break;                                                               \
-    case 7: GROUP(7); break;                                                               \
-    case 8: GROUP(8); break;                                                               \
-    default: break;                                                                        \
-    }
 
 /* n < 8 blocks as one group of n, so they run side by side whatever n is; GROUP(q) runs q blocks at
  * in/out, which then advance. */

@@ -11,6 +11,7 @@
  * (decrypting) or after (encrypting) its AES. The representation is gcm_vaes_gf.h's. */
 #include "accel/cpu/gcm_vaesx.h"
 #include "accel/cpu/gcm_vaes_rounds.h"
+#include "accel/cpu/unroll.h"
 #include "accel/wipe.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -23,39 +24,22 @@
 
 /* ---- GF(2^128) in R form ---- */
 
-/* lo + mid y^64 + hi y^128 summed over blocks; mid Karatsuba's (a0 + a1)(b0 + b1), corrected by lo
- * and hi once at the fold. */
-typedef struct {
-    __m128i lo, mid, hi;
-} prod;
+#define KTGT TGT_GVX
+#define KV __m128i
+#define KX _mm_xor_si128
+#define KCL _mm_clmulepi64_si128
+#define KSW(a) _mm_shuffle_epi32((a), 0x4e)
+#define KLD(p) (*(const __m128i *)(p))
+#define KPOLY _mm_set_epi64x(0, (long long)0xc200000000000000ULL)
+#include "accel/cpu/gcm_vaes_kara.h"
 
 /* v (a block, R form) times hp[m], added to a (set when first). */
 TGT_GVX INLINE void mul1(const gvx_key *k, __m128i v, size_t m, prod *a, int first)
 {
-    __m128i l = _mm_clmulepi64_si128(v, k->hp[m], 0x00), u = _mm_clmulepi64_si128(v, k->hp[m], 0x11);
-    __m128i md = _mm_clmulepi64_si128(_mm_xor_si128(v, _mm_shuffle_epi32(v, 0x4e)), k->hk[m], 0x00);
-
-    if (first) {
-        a->lo = l, a->hi = u, a->mid = md;
-        return;
-    }
-    a->lo = _mm_xor_si128(a->lo, l);
-    a->hi = _mm_xor_si128(a->hi, u);
-    a->mid = _mm_xor_si128(a->mid, md);
-    /* summed here: else gcc keeps every product live to one XOR tree at the end, and spills them */
-    __asm__("" : "+x"(a->lo), "+x"(a->mid), "+x"(a->hi));
+    kmul(v, &k->hp[m], &k->hk[m], a, first);
 }
 
-/* The sum reduced: the low qword of lo folded into mid, then the low qword of mid into hi (the
- * two folds of gcm_vaes_gf.h's reduce1, Karatsuba's correction of mid included). */
-TGT_GVX INLINE __m128i fold(prod a)
-{
-    const __m128i p = _mm_set_epi64x(0, (long long)0xc200000000000000ULL);
-    __m128i mid = _mm_xor_si128(a.mid, _mm_xor_si128(a.lo, a.hi));
-
-    mid = _mm_xor_si128(mid, _mm_xor_si128(_mm_shuffle_epi32(a.lo, 0x4e), _mm_clmulepi64_si128(a.lo, p, 0x00)));
-    return _mm_xor_si128(a.hi, _mm_xor_si128(_mm_shuffle_epi32(mid, 0x4e), _mm_clmulepi64_si128(mid, p, 0x00)));
-}
+#define fold kfold
 
 /* Block j at p, R form. */
 TGT_GVX INLINE __m128i hload(const uint8_t *p, int j)
@@ -81,19 +65,6 @@ TGT_GVX INLINE __m128i hash_n(const gvx_key *k, __m128i x, const uint8_t *p, int
     return fold(a);
 }
 
-/* n (1..8) a constant in each case. */
-#define BY_N(n, CALL)                                                                       \
-    switch (n) {                                                                            \
-    case 1: CALL(1); break;                                                                 \
-    case 2: CALL(2); break;                                                                 \
-    case 3: CALL(3); break;                                                                 \
-    case 4: CALL(4); break;                                                                 \
-    case 5: CALL(5); break;                                                                 \
-    case 6: CALL(6); break;                                                                 \
-    case 7: CALL(7); break;                                                                 \
-    default: CALL(8); break;                                                                \
-    }
-
 TGT_GVX static __attribute__((noinline)) void ghash_n(const gvx_key *k, __m128i *x, const uint8_t *in, size_t nblocks)
 {
     __m128i h = *x;
@@ -102,7 +73,7 @@ TGT_GVX static __attribute__((noinline)) void ghash_n(const gvx_key *k, __m128i 
         h = hash_n(k, h, in, NB);
     if (nblocks > 0) {
 #define C(q) h = hash_n(k, h, in, q)
-        BY_N(nblocks, C)
+        GROUP_OF(nblocks, C)
 #undef C
     }
     *x = h;
@@ -222,7 +193,7 @@ TGT_GVX INLINE void blocks_r(const gvx_key *k, int rounds, __m128i *ctr, __m128i
 
     if (n >= head + (enc ? 2 * NB : NB) && head != 0) {   /* up to a counter with its low three bits zero */
 #define C(q) small(k, rounds, &cn, &h, in, out, q, enc)
-        BY_N(head, C)
+        GROUP_OF(head, C)
 #undef C
         in += 16 * head, out += 16 * head, n -= head;
     }
@@ -241,7 +212,7 @@ TGT_GVX INLINE void blocks_r(const gvx_key *k, int rounds, __m128i *ctr, __m128i
     while (n > 0) {
         int m = n < NB ? (int)n : NB;
 #define C(q) small(k, rounds, &cn, &h, in, out, q, enc)
-        BY_N(m, C)
+        GROUP_OF(m, C)
 #undef C
         in += 16 * (size_t)m, out += 16 * (size_t)m, n -= (size_t)m;
     }

@@ -13,6 +13,7 @@
  * by one; a call of one block runs on xmm. The representation is gcm_vaes_gf.h's. */
 #include "accel/cpu/gcm_vaesy.h"
 #include "accel/cpu/gcm_vaes_rounds.h"
+#include "accel/cpu/unroll.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define YLD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -27,40 +28,26 @@
 
 /* ---- GF(2^128) in R form ---- */
 
-/* The products lo + mid y^64 + hi y^128 of two lanes, summed over registers; mid Karatsuba's
- * (a0 + a1)(b0 + b1), corrected by lo and hi once at the fold. */
-typedef struct {
-    __m256i lo, mid, hi;
-} prod;
+#define KTGT TGT_GVY
+#define KV __m256i
+#define KX _mm256_xor_si256
+#define KCL _mm256_clmulepi64_epi128
+#define KSW(a) _mm256_shuffle_epi32((a), 0x4e)
+#define KLD YLD
+#define KPOLY _mm256_set1_epi64x((long long)0xc200000000000000ULL)
+#include "accel/cpu/gcm_vaes_kara.h"
 
 /* v (two blocks, R form) times hp[m] and hp[m + 1], added to a (set when first). */
 TGT_GVY INLINE void mul2(const gvy_key *k, __m256i v, size_t m, prod *a, int first)
 {
-    __m256i h = YLD(&k->hp[m]);
-    __m256i l = _mm256_clmulepi64_epi128(v, h, 0x00), u = _mm256_clmulepi64_epi128(v, h, 0x11);
-    __m256i md = _mm256_clmulepi64_epi128(_mm256_xor_si256(v, _mm256_shuffle_epi32(v, 0x4e)), YLD(&k->hk[m]), 0x00);
-
-    if (first) {
-        a->lo = l, a->hi = u, a->mid = md;
-        return;
-    }
-    a->lo = _mm256_xor_si256(a->lo, l);
-    a->hi = _mm256_xor_si256(a->hi, u);
-    a->mid = _mm256_xor_si256(a->mid, md);
-    /* summed here: gcc would otherwise reassociate the XORs into one tree at the end, every
-     * product live until then, and spill them */
-    __asm__("" : "+x"(a->lo), "+x"(a->mid), "+x"(a->hi));
+    kmul(v, &k->hp[m], &k->hk[m], a, first);
 }
 
-/* Both lanes reduced (gcm_vaes_k.c's fold: the low qword of lo folded into mid, then the low
- * qword of mid into hi) and summed. */
+/* Both lanes reduced and summed. */
 TGT_GVY INLINE __m128i fold(prod a)
 {
-    const __m256i p = _mm256_set1_epi64x((long long)0xc200000000000000ULL);
-    __m256i mid = _mm256_xor_si256(a.mid, _mm256_xor_si256(a.lo, a.hi)), hi;
+    __m256i hi = kfold(a);
 
-    mid = _mm256_xor_si256(mid, _mm256_xor_si256(_mm256_shuffle_epi32(a.lo, 0x4e), _mm256_clmulepi64_epi128(a.lo, p, 0x00)));
-    hi = _mm256_xor_si256(a.hi, _mm256_xor_si256(_mm256_shuffle_epi32(mid, 0x4e), _mm256_clmulepi64_epi128(mid, p, 0x00)));
     return _mm_xor_si128(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
 }
 
@@ -92,19 +79,6 @@ TGT_GVY INLINE __m128i hash_q(const gvy_key *k, __m128i x, const uint8_t *p, siz
     return fold(a);
 }
 
-/* n blocks (1..16) as one group of (n + 1) / 2 registers. */
-#define BY_REGS(n, CALL)                                                                    \
-    switch (((n) + 1) / 2) {                                                                \
-    case 1: CALL(1); break;                                                                 \
-    case 2: CALL(2); break;                                                                 \
-    case 3: CALL(3); break;                                                                 \
-    case 4: CALL(4); break;                                                                 \
-    case 5: CALL(5); break;                                                                 \
-    case 6: CALL(6); break;                                                                 \
-    case 7: CALL(7); break;                                                                 \
-    default: CALL(8); break;                                                                \
-    }
-
 TGT_GVY void gvy_ghash(const gvy_key *k, __m128i *x, const uint8_t *in, size_t nblocks)
 {
     __m128i h = *x;
@@ -114,7 +88,7 @@ TGT_GVY void gvy_ghash(const gvy_key *k, __m128i *x, const uint8_t *in, size_t n
     }
     if (nblocks > 0) {
 #define C(q) h = hash_q(k, h, in, nblocks, q)
-        BY_REGS(nblocks, C)
+        GROUP_OF((nblocks + 1) / 2, C)
 #undef C
     }
     *x = h;
@@ -175,7 +149,7 @@ TGT_GVY INLINE void small_n(const gvy_key *k, int rounds, __m128i *cn, __m128i *
                             size_t n, int enc)
 {
 #define C(q) small(k, rounds, cn, x, in, out, n, q, enc)
-    BY_REGS(n, C)
+    GROUP_OF((n + 1) / 2, C)
 #undef C
 }
 

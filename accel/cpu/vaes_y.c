@@ -37,17 +37,7 @@ TGT_VY INLINE void y_rounds(const uint8_t *rk, int rounds, __m256i *y, int n, in
         }                                                                                  \
         int rem_ = (int)((n) & 1);                                                         \
         (void)rem_;                                                                        \
-        switch (((n) + 1) / 2) {                                                           \
-        case 1: GROUP(1, rem_); break;                                                     \
-        case 2: GROUP(2, rem_); break;                                                     \
-        case 3: GROUP(3, rem_); break;                                                     \
-        case 4: GROUP(4, rem_); break;                                                     \
-        case 5: GROUP(5, rem_); break;                                                     \
-        case 6: GROUP(6, rem_); break;                                                     \
-        case 7: GROUP(7, rem_); break;                                                     \
-        case 8: GROUP(8, rem_); break;                                                     \
-        default: break;                                                                    \
-        }                                                                                  \
+        GROUP_OF(((n) + 1) / 2, GROUP, rem_)                                               \
     } while (0)
 
 /* ---- ECB ---- */
