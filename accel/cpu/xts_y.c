@@ -1,14 +1,11 @@
 /* accel/cpu/xts_y.c: AES-XTS (IEEE 1619) on the ymm VAES engine, for cores with VAES and VPCLMULQDQ
- * but no AVX-512 (AMD Zen 3, which issues two 256-bit AES rounds a cycle): groups of 16 blocks in
- * eight registers, lane i of register j holding block 2j + i. The first 18 tweaks come from the
- * encrypted IV by shifts (no chain: a short unit waits for them); a longer unit's next ones from
- * the integer doubling chain of xts_x.h, two after each of a group's first eight rounds, so that
- * the vector ports stay with the AES rounds (the vector chain before it, a byte shift pair and a
- * carry-less multiply a register, ran 16 KiB units 10-20% slower). With 16 vector registers a
- * group's tweaks do not fit beside its data, so they live in a buffer on the stack, wiped before
- * return; the round keys are broadcast where used, never kept for the call, and never pass
- * through general registers (the tweaks are stored as they are, the last round's key XORed in
- * vector registers).
+ * but no AVX-512 (AMD Zen 3, which issues two 256-bit AES rounds a cycle). xts.c's zmm design on
+ * half the width: lane i of register j holds the tweak of block 2j + i, tweaks made by VPCLMULQDQ
+ * multiplies (the first ones by shifts) and folded into the last round key (kt = T ^ kl), groups
+ * of 16 blocks in eight registers, each register's next tweaks its own times x^16 (eight
+ * independent chains). With 16 vector registers a group's tweaks do not fit beside its data, so
+ * they live in a buffer on the stack, wiped before return; the round keys are broadcast where
+ * used, never kept for the call.
  * Below XTSY_MIN blocks the xmm engine's XTS runs, and ciphertext stealing is xts_x.h's. Nothing
  * here branches on data or keys. */
 #include "accel/cpu/aes_y.h"
@@ -34,31 +31,30 @@ TGT_XY INLINE __m256i y_mulxk(__m256i t, __m256i k, __m256i k64)
     return _mm256_xor_si256(_mm256_sllv_epi64(t, k), _mm256_blend_epi32(o, red, 0x33));
 }
 
-/* Two more tweaks of the integer chain (xts_x.h's g_mulx) into nxt, as T itself (no key folded in:
- * only tweaks, never a round key, pass through general registers). */
-INLINE void y_chain2(uint64_t *nxt, xchain *c, int j)
-{
-#pragma GCC unroll 2
-    for (int i = 2 * j; i < 2 * j + 2; i++) {
-        nxt[2 * i] = c->lo;
-        nxt[2 * i + 1] = c->hi;
-        g_mulx(&c->lo, &c->hi);
-    }
-}
+/* Each lane times x^(8b) for b <= 7 bytes (a byte shift, the 8b bits shifted out folded back as
+ * o * 0x87), XORed with c: no bit shift, which would share a port with the AES rounds. */
+#define Y_MULB(t, b, p, c)                                                                                 \
+    _mm256_xor_si256(_mm256_xor_si256(_mm256_bslli_epi128((t), (b)), (c)),                                \
+                     _mm256_clmulepi64_epi128(_mm256_bsrli_epi128((t), 16 - (b)), (p), 0x00))
 
-/* The bulk's group: q registers of blocks (rem: one block in the last) whitened P ^ k0 ^ T with T from
- * w, the middle rounds, the last round's key kl ^ T (T reloaded from cur). With nxt, the next
- * group's 16 tweaks come from the integer chain c, two after each of the first eight rounds: on the
- * integer units, where the vector chain (Y_MULB: byte shifts and a carry-less multiply a register)
- * took slots from the AES rounds on the same ports. */
-TGT_XY INLINE void y_xts_group_t(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m256i *w,
-                                 const __m256i *cur, uint64_t *nxt, xchain *c, int q, int rem, int dec)
+/* q registers of blocks (rem: one block in the last), whitened P ^ (k0 ^ kl) ^ kt with kt the
+ * caller's registers, then the middle rounds, then the last round with each register's kt
+ * reloaded from cur (T ^ kl is the last round's key as it is): after the empty asm on cur, gcc
+ * cannot keep the whitening's copies live across the rounds, where it would spill them. With
+ * nxt, the next group's tweaks (cur's times x^16) go there, one register a round, beside the
+ * AES units. */
+TGT_XY INLINE void y_xts_group(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, const __m256i *kt,
+                               const __m256i *cur, __m256i *nxt, int q, int rem, int dec)
 {
-    __m256i y[NREG], k0 = YKEY(rk, 0), kl;
+    const __m256i p = _mm256_set1_epi64x(0x87);
+    __m256i y[NREG], kl = YKEY(rk, rounds), kx = _mm256_xor_si256(YKEY(rk, 0), kl);
+    /* kt * x^16 ^ (kl * x^16 ^ kl) = T * x^16 ^ kl; made here, once: in the rounds, after each
+     * store to nxt (which may alias the schedule, as gcc sees it), it was made again every round */
+    __m256i c = Y_MULB(kl, 2, p, kl);
 
 #pragma GCC unroll 8
     for (int j = 0; j < q; j++)
-        y[j] = _mm256_xor_si256(_mm256_xor_si256(yload(in, j, q, rem), k0), w[j]);
+        y[j] = _mm256_xor_si256(_mm256_xor_si256(yload(in, j, q, rem), kx), kt[j]);
     __asm__("" : "+r"(cur));
 #pragma GCC unroll 13
     for (int r = 1; r < rounds; r++) {
@@ -67,13 +63,11 @@ TGT_XY INLINE void y_xts_group_t(const uint8_t *rk, int rounds, const uint8_t *i
         for (int j = 0; j < q; j++)
             y[j] = dec ? _mm256_aesdec_epi128(y[j], k) : _mm256_aesenc_epi128(y[j], k);
         if (nxt != NULL && r <= NREG)
-            y_chain2(nxt, c, r - 1);
+            nxt[r - 1] = Y_MULB(cur[r - 1], 2, p, c);
     }
-    __asm__("" : "+r"(rk)); /* the last round key loaded here, not held across the rounds */
-    kl = YKEY(rk, rounds);
 #pragma GCC unroll 8
     for (int j = 0; j < q; j++)
-        ystore(out, j, q, rem, y_last(y[j], _mm256_xor_si256(kl, cur[j]), dec));
+        ystore(out, j, q, rem, y_last(y[j], cur[j], dec));
 }
 
 /* The first tweak in both lanes: the IV encrypted under the tweak key (tk, encryption schedule)
@@ -87,11 +81,11 @@ TGT_XY INLINE __m256i y_tweak(const uint8_t *tk, int rounds, const uint8_t *iv)
     return _mm256_aesenclast_epi128(t, YKEY(tk, rounds));
 }
 
-/* The first m <= NREG + 1 registers of tweaks into cur, the first NREG also into kt: each straight
- * from t (no chain: a short unit waits for its tweaks; T * x^8 from T * x^0 by a byte multiply made
- * 256-byte units slower). Register NREG holds the tweaks of blocks 16 and 17: after a 16-block unit
- * the one for ciphertext stealing, in a longer one the integer chain's start. */
-TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, int m)
+/* The first m <= NREG + 1 registers of tweaks XORed with kl into cur, the first NREG also into kt:
+ * each straight from t (no chain: a short unit waits for its tweaks; T * x^8 from T * x^0 by a
+ * byte multiply made 256-byte units slower). Register NREG holds only the tweak after a 16-block
+ * unit (for ciphertext stealing). */
+TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, __m256i kl, int m)
 {
 #pragma GCC unroll 9
     for (int j = 0; j <= NREG; j++) {
@@ -103,8 +97,9 @@ TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, int m)
             continue;
         }
         /* lane i: x^(2j+i) */
-        v = y_mulxk(t, _mm256_set_epi64x(2 * j + 1, 2 * j + 1, 2 * j, 2 * j),
-                    _mm256_set_epi64x(63 - 2 * j, 63 - 2 * j, 64 - 2 * j, 64 - 2 * j));
+        v = _mm256_xor_si256(y_mulxk(t, _mm256_set_epi64x(2 * j + 1, 2 * j + 1, 2 * j, 2 * j),
+                                     _mm256_set_epi64x(63 - 2 * j, 63 - 2 * j, 64 - 2 * j, 64 - 2 * j)),
+                             kl);
         if (j < NREG)
             kt[j] = v;
         cur[j] = v;
@@ -113,44 +108,46 @@ TGT_XY INLINE void y_kt(__m256i *kt, __m256i *cur, __m256i t, int m)
 
 /* n >= XTSY_MIN - 1 whole blocks of the unit under IV iv; tk: the tweak key's encryption schedule.
  * Returns the tweak of the block after the last (for ciphertext stealing): block n's entry of the
- * buffer, which always holds it (y_kt's registers cover block n of a one-group unit, the chain's 16
- * the rest). The first group whitens with y_kt's registers, the later ones with the buffer (copied
- * into registers, gcc would keep them across the loop's back edge, and spill them). The loop's empty
- * asm on rk keeps gcc from hoisting the round keys' broadcasts into registers it would spill. */
+ * buffer, which always holds it (a one-group unit's registers from y_kt cover block n too). The loop's
+ * empty asm on rk keeps gcc from hoisting the round keys' broadcasts into registers it would spill. */
 TGT_XY INLINE __m128i y_xts(const uint8_t *rk, const uint8_t *tk, int rounds, const uint8_t *iv, const uint8_t *in,
                             uint8_t *out, size_t n, int dec)
 {
     __m256i buf[2 * NREG], *cur = buf, *nxt = buf + NREG, *sw, kt[NREG];
-    int used = n <= 2 * NREG ? (int)n / 2 + 1 : 2 * NREG; /* registers of buf written */
-    xchain c;
     __m128i next;
+    int used = n <= 2 * NREG ? (int)n / 2 + 1 : 2 * NREG; /* registers of buf written */
 
-    y_kt(kt, cur, y_tweak(tk, rounds, iv), used <= NREG + 1 ? used : NREG + 1);
-    if (n > 2 * NREG) {
-        const uint64_t *t16 = (const uint64_t *)(const void *)(cur + NREG); /* block 16's tweak */
-
-        c = (xchain){ t16[0], t16[1], 0, 0 };
-        y_xts_group_t(rk, rounds, in, out, kt, cur, (uint64_t *)(void *)nxt, &c, NREG, 0, dec);
+    y_kt(kt, cur, y_tweak(tk, rounds, iv), YKEY(rk, rounds), used <= NREG + 1 ? used : NREG);
+#define G(q) y_xts_group(rk, rounds, in, out, kt, cur, NULL, q, (int)(n & 1), dec)
+    if (n <= 2 * NREG) { /* one group: its next tweak, if any, from y_kt (no x^16 step) */
+        GROUP_OF((n + 1) / 2, G)
+    } else {
+        /* later groups whiten with their tweaks from the buffer: copied into registers, they
+         * would be kept across the loop's back edge, and spilled */
+        y_xts_group(rk, rounds, in, out, kt, cur, nxt, NREG, 0, dec);
         for (;;) {
             n -= 2 * NREG, in += 32 * NREG, out += 32 * NREG;
             sw = cur, cur = nxt, nxt = sw;
             if (n < 2 * NREG)
                 break;
+            /* rk: no round key hoisted out of the loop; cur: the tweaks read back from memory, not
+             * the registers gcc stored them from (it kept them across the loop, and spilled them) */
             __asm__("" : "+r"(rk), "+r"(cur));
-            y_xts_group_t(rk, rounds, in, out, cur, cur, (uint64_t *)(void *)nxt, &c, NREG, 0, dec);
+            y_xts_group(rk, rounds, in, out, cur, cur, nxt, NREG, 0, dec);
         }
+#undef G
+#define G(q) y_xts_group(rk, rounds, in, out, cur, cur, NULL, q, (int)(n & 1), dec)
         __asm__("" : "+r"(cur));
-#define G(q) y_xts_group_t(rk, rounds, in, out, cur, cur, NULL, NULL, q, (int)(n & 1), dec)
         GROUP_OF((n + 1) / 2, G)
-#undef G
-    } else {
-#define G(q) y_xts_group_t(rk, rounds, in, out, kt, cur, NULL, NULL, q, (int)(n & 1), dec)
-        GROUP_OF((n + 1) / 2, G)
-#undef G
     }
-    next = _mm_load_si128((const __m128i *)(const void *)cur + n);
-    /* the tweaks must not outlive the call; explicit stores, as gcc's memset may be rep stos, and
-     * only those written (a short unit's 16 took ~4 ns at 64 bytes) */
+#undef G
+    /* the last round key loaded again, not kept from y_kt's broadcast across the group (gcc 16
+     * kept it so, and spilled it: tests/c/test_vreg_residue.c) */
+    __asm__("" : "+r"(rk));
+    next = _mm_xor_si128(_mm_load_si128((const __m128i *)(const void *)cur + n), XKEY(rk, rounds));
+    /* the tweaks with kl folded in (T ^ kl beside T*x ^ kl gives T, then kl) must not outlive the
+     * call; explicit stores, as gcc's memset may be rep stos, and only those written (a short
+     * unit's 16 took ~4 ns at 64 bytes) */
 #pragma GCC unroll 16
     for (int j = 0; j < 2 * NREG; j++)
         if (j < used)
