@@ -39,8 +39,6 @@ TGT_GVX INLINE void mul1(const gvx_key *k, __m128i v, size_t m, prod *a, int fir
     kmul(v, &k->hp[m], &k->hk[m], a, first);
 }
 
-#define fold kfold
-
 /* Block j at p, R form. */
 TGT_GVX INLINE __m128i hload(const uint8_t *p, int j)
 {
@@ -62,7 +60,7 @@ TGT_GVX INLINE __m128i hash_n(const gvx_key *k, __m128i x, const uint8_t *p, int
             v = _mm_xor_si128(v, x);
         mul1(k, v, (size_t)(NB - n + j), &a, j == n - 1);
     }
-    return fold(a);
+    return kfold(a);
 }
 
 TGT_GVX static __attribute__((noinline)) void ghash_n(const gvx_key *k, __m128i *x, const uint8_t *in, size_t nblocks)
@@ -171,7 +169,7 @@ TGT_GVX INLINE void group8(const gvx_key *k, int rounds, __m128i *cn, __m128i *x
                 v = _mm_xor_si128(v, *x);
             mul1(k, v, (size_t)j, &a, j == 0);
             if (j == NB - 1)
-                *x = fold(a);
+                *x = kfold(a);
         }
     }
     last(k, rounds, z, in, out, NB);
