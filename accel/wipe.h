@@ -35,32 +35,6 @@ static __attribute__((noinline, unused)) void acc_stack_scrub_sse(void)
         v[i] = _mm_setzero_si128();
 }
 
-/* The frame of a callee that has returned, exactly: *low is the lowest address the callee may have
- * written (its stack pointer, read by ACC_FRAME_LOW inside it, less the 128-byte red zone), and
- * acc_wipe_frame, called where the callee was, zeroes from there up to its own frame, which covers
- * the callee's. For code whose spills differ between compilers (gcc 16 spills XTS round keys
- * where gcc 12 and 14 do not: tests/c/test_vreg_residue.c). The stores go to a block this function
- * allocates there (stores below the stack pointer are what valgrind calls invalid writes), 16
- * bytes at a time through a volatile pointer (rep stosb cost ~45 cycles a call). */
-#define ACC_FRAME_LOW(low)                                                                         \
-    do {                                                                                           \
-        uintptr_t sp_;                                                                             \
-        __asm__ volatile("mov %%rsp, %0" : "=r"(sp_));                                             \
-        *(low) = sp_ - 128;                                                                        \
-    } while (0)
-static __attribute__((noinline, unused)) void acc_wipe_frame(uintptr_t low)
-{
-    uintptr_t top = (uintptr_t)__builtin_frame_address(0);
-    size_t n = top > low ? (top - low + 15) & ~(size_t)15 : 0;
-    volatile __m128i *v;
-
-    if (n > 4096) /* the frames wiped are a few hundred bytes: never a wild size */
-        n = 4096;
-    v = __builtin_alloca(n);
-    for (size_t i = 0; i < n / 16; i++)
-        v[i] = _mm_setzero_si128();
-}
-
 /* Round keys also stay in vector registers after an AES loop, and the next xsave writes every
  * register to the stack (the dynamic linker's lazy binding, _dl_runtime_resolve_xsavec; a signal
  * frame): OpenSSL's AES-NI assembly clears its registers for this reason, and so do we. Zeroing

@@ -254,32 +254,27 @@ TGT_NI INLINE int xts_unit(const acc_aes_key *k1, const acc_aes_key *k2, const u
     return 1;
 }
 
-/* The xmm engine's unit, out of line; *low: the lowest stack address it may have written. */
+/* The xmm engine's unit, out of line, so that the register clear below runs after it. */
 TGT_NI static __attribute__((noinline)) int xts_ni_work(const acc_aes_key *k1, const acc_aes_key *k2,
                                                         const uint8_t iv[16], const uint8_t *in, uint8_t *out,
-                                                        size_t len, int dec, uintptr_t *low)
+                                                        size_t len, int dec)
 {
-    ACC_FRAME_LOW(low);
     if (dec)
         return xts_unit(k1, k2, iv, in, out, len, 1, 0);
     return xts_unit(k1, k2, iv, in, out, len, 0, 0);
 }
 
-/* With 16 xmm registers gcc spills round keys (and the tweak chain's copy of the last round key)
- * to the stack and the red zone below it in the 8-block loop (issue 30: no key left on a thread's
- * stack after a unit); rather than steer every spill, the work's whole frame is wiped after a
- * unit that ran it. Shorter units hold no round key across rounds (xts_x.h x_xts_n), so no
- * compiler has one to spill (gcc 12, 14 and 16 checked: tests/c/test_vreg_residue.c), and their
- * frame is not wiped: that cost a 16-byte unit a third. */
+/* No round key is held across rounds or groups in the xmm code (xts_x.h loads each where it is
+ * used), so no compiler has one to spill and the frame needs no wipe (issue 30: no key left on a
+ * thread's stack; gcc 12, 14 and 16 checked by tests/c/test_vreg_residue.c). Until 2026-12 the
+ * 8-block loop held them, gcc 16 spilled them, and the frame was wiped after every unit of 8 blocks
+ * or more: 10-14 ns, a 256-byte unit 0.65 of OpenSSL's default on a core without VAES. */
 TGT_NI int acc_xts_ni(const acc_aes_key *k1, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in,
                       uint8_t *out, size_t len, int dec)
 {
-    uintptr_t low;
-    int ok = xts_ni_work(k1, k2, iv, in, out, len, dec, &low);
+    int ok = xts_ni_work(k1, k2, iv, in, out, len, dec);
 
-    acc_clear_xmm();   /* the round keys and tweaks in registers go, as every engine entry (wipe.h) */
-    if (len >= 128)
-        acc_wipe_frame(low);
+    acc_clear_xmm(); /* the round keys and tweaks in registers go, as every engine entry (wipe.h) */
     return ok;
 }
 

@@ -21,8 +21,8 @@ TGT_NI INLINE __m128i x_mulx(__m128i t)
     return _mm_xor_si128(_mm_add_epi64(t, t), m);
 }
 
-/* t * x^k for 1 <= k <= 8 (as z_mulxk below, on one lane): no chain from one block's tweak to the
- * next, so a short unit's blocks all start at once. */
+/* t * x^k for 1 <= k <= 8 (as z_mulk in xts.c, on one lane): a tweak k blocks on in one step,
+ * where x_mulx would take k (x_xts8's second chain and its integer chain start from it). */
 TGT_NI INLINE __m128i x_mulxk(__m128i t, int k)
 {
     __m128i o = _mm_shuffle_epi32(_mm_srli_epi64(t, 64 - k), 0x4E); /* swap qwords */
@@ -39,12 +39,14 @@ TGT_NI INLINE void x_xts_n(const uint8_t *rk, int rounds, const uint8_t *in, uin
     __m128i x[8], tw[8], k0 = XKEY(rk, 0), kl;
 #pragma GCC unroll 8
     for (int j = 0; j < n; j++) {
-        /* latency-bound: each tweak straight from the first, and the whitening key XORed into
-         * the data first, off the tweak's path to the first round */
-        tw[j] = j == 0 ? *t : x_mulxk(*t, j);
+        /* each tweak doubled from the one before, five operations, the whitening key XORed into the
+         * data first, off the tweak's path to the first round: the tweaks are ready long before the
+         * AES units take their block, and x_mulxk's eleven operations for each from the first took
+         * vector slots from aesenc (64-112-byte units ~5% slower with them) */
+        tw[j] = j == 0 ? *t : x_mulx(tw[j - 1]);
         x[j] = _mm_xor_si128(_mm_xor_si128(XLD(in + 16 * j), k0), tw[j]);
     }
-    *t = x_mulxk(*t, n);
+    *t = x_mulx(tw[n - 1]);
     x_rounds(rk, rounds, x, n, dec);
     /* the last round key loaded here, not held across the rounds: with seven blocks and their
      * tweaks in registers gcc 16 spilled it to the stack (tests/c/test_vreg_residue.c) */
@@ -74,32 +76,26 @@ INLINE void g_mulx(uint64_t *lo, uint64_t *hi)
 /* Entry j of a tweak buffer (two 64-bit halves per block) */
 #define TK(p, j) _mm_load_si128((const __m128i *)(const void *)((p) + 2 * (j)))
 
-/* The integer tweak chain: the next tweak to store (lo, hi) and what it is stored XORed with
- * (klo, khi: the last round key, or 0). */
-typedef struct {
-    uint64_t lo, hi, klo, khi;
-} xchain;
-
-/* The next group's eight tweaks (XORed with klo, khi) into nxt. */
-INLINE void x_chain8(uint64_t *nxt, xchain *c)
+/* The next group's eight tweaks into nxt, from the integer chain (lo, hi: the next tweak). */
+INLINE void x_chain8(uint64_t *nxt, uint64_t *lo, uint64_t *hi)
 {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
-        nxt[2 * j] = c->lo ^ c->klo;
-        nxt[2 * j + 1] = c->hi ^ c->khi;
-        g_mulx(&c->lo, &c->hi);
+        nxt[2 * j] = *lo;
+        nxt[2 * j + 1] = *hi;
+        g_mulx(lo, hi);
     }
 }
 
 /* One group of 8 whitened blocks x: the middle rounds, the next group's tweaks into nxt after
  * the first (off the data's path; placed there, the stores retire early and the next group's
  * loads need not wait: after each round they made 256-byte units slower, before the rounds the
- * 16 KiB loop), then the last round with this group's tweaks from memory (cur): as its key
- * (fold: T ^ kl stored) or XORed after it (T stored). */
+ * 16 KiB loop), then the last round, its output XORed with this group's tweaks from memory (cur).
+ * The last round key is loaded after the rounds: held across them, gcc 16 spilled it. */
 TGT_NI INLINE void x_xts8_group(const uint8_t *rk, const int rounds, __m128i *x, uint8_t *out, const uint64_t *cur,
-                                uint64_t *nxt, xchain *c, int fold, int dec)
+                                uint64_t *nxt, uint64_t *lo, uint64_t *hi, int dec)
 {
-    __m128i kl = XKEY(rk, rounds);
+    __m128i kl;
 
 #pragma GCC unroll 13
     for (int r = 1; r < rounds; r++) {
@@ -108,50 +104,50 @@ TGT_NI INLINE void x_xts8_group(const uint8_t *rk, const int rounds, __m128i *x,
         for (int j = 0; j < 8; j++)
             x[j] = dec ? _mm_aesdec_si128(x[j], k) : _mm_aesenc_si128(x[j], k);
         if (r == 1)
-            x_chain8(nxt, c);
+            x_chain8(nxt, lo, hi);
     }
+    __asm__("" : "+r"(rk));
+    kl = XKEY(rk, rounds);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-        XST(out + 16 * j, fold ? x_last(x[j], TK(cur, j), dec) : _mm_xor_si128(x_last(x[j], kl, dec), TK(cur, j)));
+        XST(out + 16 * j, _mm_xor_si128(x_last(x[j], kl, dec), TK(cur, j)));
 }
 
 /* g >= 1 groups of 8 blocks, software-pipelined. Eight blocks in flight keep both AES units busy
- * (aesenc's latency is four times its issue interval on current cores), but eight blocks and
- * their tweaks do not fit 16 xmm registers, so the tweaks live in memory. fold: stored as T ^ kl,
- * the last round's key, the whitening P ^ (k0 ^ kl) ^ (T ^ kl): the shortest path, for short
- * units (256 bytes: 1-1.5 ns faster). Otherwise T itself, XORed after the last round: the
- * integer chain then has no kl to XOR, 16 fewer instructions a group, and a long unit is bound
- * by issuing them (~260 a group against 80 aesenc; 16 KiB 1.5-2% faster). Returns the tweak of
- * the block after the last group. */
-TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t *in, uint8_t *out, size_t g, __m128i t,
-                             int fold, int dec)
+ * (aesenc's latency is four times its issue interval on current cores; six, as OpenSSL's xmm
+ * assembly runs, leave them idle a quarter of the time), but eight blocks and their tweaks do not
+ * fit 16 xmm registers, so the tweaks live in memory, made on the integer units, which XTS leaves
+ * idle. No round key is held across a group, or across the loop: each is loaded where it is used,
+ * so a compiler short of registers has none to spill (tests/c/test_vreg_residue.c checks the stack
+ * under gcc 12, 14 and 16), and the frame needs no wipe after the unit. Returns the tweak of the
+ * block after the last group. */
+TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t *in, uint8_t *out, size_t g,
+                             __m128i t, int dec)
 {
     uint64_t buf[32] __attribute__((aligned(16))), *cur = buf, *nxt = buf + 16, *sw; /* two groups' tweaks */
-    __m128i x[8], kl = fold ? XKEY(rk, rounds) : _mm_setzero_si128(), kx = _mm_xor_si128(XKEY(rk, 0), kl);
-    __m128i t8 = x_mulxk(t, 8);
-    xchain c = { (uint64_t)_mm_cvtsi128_si64(t8), (uint64_t)_mm_extract_epi64(t8, 1), (uint64_t)_mm_cvtsi128_si64(kl),
-                 (uint64_t)_mm_extract_epi64(kl, 1) };
+    __m128i x[8], t8 = x_mulxk(t, 8), t4 = x_mulxk(t, 4);
+    uint64_t lo = (uint64_t)_mm_cvtsi128_si64(t8), hi = (uint64_t)_mm_extract_epi64(t8, 1);
 
     /* the first group's tweaks: two vector doubling chains, from t and t*x^4 (one chain of 8 made
      * 256-byte units ~1.5 ns slower, x_mulxk for each ~3 ns: its instructions compete with the
      * first rounds for the vector ports) */
-    __m128i t4 = x_mulxk(t, 4);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++, t = x_mulx(t), t4 = x_mulx(t4)) {
-        _mm_store_si128((__m128i *)(void *)(cur + 2 * j), _mm_xor_si128(kl, t));
-        _mm_store_si128((__m128i *)(void *)(cur + 2 * j + 8), _mm_xor_si128(kl, t4));
+        _mm_store_si128((__m128i *)(void *)(cur + 2 * j), t);
+        _mm_store_si128((__m128i *)(void *)(cur + 2 * j + 8), t4);
     }
     for (; g > 0; g--, in += 128, out += 128) {
         __asm__("" : "+r"(rk)); /* the round keys loaded where used, not kept in registers gcc spills */
+        __m128i k0 = XKEY(rk, 0);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-            x[j] = _mm_xor_si128(_mm_xor_si128(XLD(in + 16 * j), kx), TK(cur, j));
-        x_xts8_group(rk, rounds, x, out, cur, nxt, &c, fold, dec);
+            x[j] = _mm_xor_si128(_mm_xor_si128(XLD(in + 16 * j), k0), TK(cur, j));
+        x_xts8_group(rk, rounds, x, out, cur, nxt, &lo, &hi, dec);
         sw = cur, cur = nxt, nxt = sw;
     }
-    t = _mm_xor_si128(TK(cur, 0), kl);
-    /* the tweaks (and T ^ kl with its neighbour T*x ^ kl give T, then kl) must not outlive the
-     * call (16 stores: gcc's memset here was rep stos, ~10 ns on a 256-byte unit) */
+    t = TK(cur, 0);
+    /* the tweaks must not outlive the call (16 stores: gcc's memset here was rep stos, ~10 ns on a
+     * 256-byte unit) */
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++)
         _mm_store_si128((__m128i *)(void *)(buf + 2 * j), _mm_setzero_si128());
@@ -159,17 +155,24 @@ TGT_NI INLINE __m128i x_xts8(const uint8_t *rk, const int rounds, const uint8_t 
     return t;
 }
 
+/* n blocks. From 16, groups of 8 (x_xts8); below, pieces of 4 and then the rest, each with its
+ * tweaks in registers: a group's set-up (its first tweaks through memory, the integer chain, the
+ * buffer cleared) costs a unit of 8-15 blocks more than its second group of AES gains (128 bytes:
+ * 38-41 ns against 44-47 through x_xts8, OpenSSL's own 38-40). */
 TGT_NI INLINE void x_xts(const uint8_t *rk, int rounds, const uint8_t *in, uint8_t *out, size_t n, __m128i *t, int dec)
 {
-    if (n >= 8) {          /* the round count a constant, so the rounds unroll around the tweak steps */
-        int fold = n < 24; /* below 3 groups (x_xts8 says why) */
+    if (n >= 16) { /* the round count a constant, so the rounds unroll around the tweak steps */
         if (rounds == 10)
-            *t = fold ? x_xts8(rk, 10, in, out, n / 8, *t, 1, dec) : x_xts8(rk, 10, in, out, n / 8, *t, 0, dec);
+            *t = x_xts8(rk, 10, in, out, n / 8, *t, dec);
         else if (rounds == 14)
-            *t = fold ? x_xts8(rk, 14, in, out, n / 8, *t, 1, dec) : x_xts8(rk, 14, in, out, n / 8, *t, 0, dec);
+            *t = x_xts8(rk, 14, in, out, n / 8, *t, dec);
         else
-            *t = x_xts8(rk, rounds, in, out, n / 8, *t, 1, dec);
+            *t = x_xts8(rk, rounds, in, out, n / 8, *t, dec);
         in += 128 * (n / 8), out += 128 * (n / 8), n %= 8;
+    }
+    for (; n >= 8; n -= 4, in += 64, out += 64) {
+        __asm__("" : "+r"(rk)); /* k0 loaded in each piece, not held across them */
+        x_xts_n(rk, rounds, in, out, 4, t, dec);
     }
 #define G(q) x_xts_n(rk, rounds, in, out, q, t, dec)
     X_TAIL(n, G);
