@@ -11,6 +11,7 @@
 #include "provider/cipher/cipher_gcm.h"
 #include "provider/base/compat.h"
 #include "provider/base/names.h"
+#include "provider/route/policy.h"
 #include "provider/route/prov.h"
 #include "provider/route/skey.h"
 
@@ -214,12 +215,12 @@ static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len,
     int r;
 
     *split = 0;
-    if (len < g->base.prov->policy.split_min_gcm) /* the common update: no policy call */
+    if (len < g->base.prov->policy.ranges_from[ACC_RANGES_AEAD]) /* the common update: no policy call */
         return g->geng->update(&g->st, in, out, len);
     head = head < len ? head : len;
     mid = (len - head) & ~(size_t)15;
     if (g->geng->split_get == NULL || overlaps_partially(in, out, len)
-        || !acc_policy_split_gcm(&g->base.prov->policy, mid))
+        || mid < g->base.prov->policy.ranges_from[ACC_RANGES_AEAD])
         return g->geng->update(&g->st, in, out, len);
     if (head > 0 && !g->geng->update(&g->st, in, out, head))
         return 0;
@@ -329,7 +330,8 @@ err:
 static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const unsigned char *in, size_t inl)
 {
     if (!(g->started & g->key_set) || g->iv_state != ACC_GCM_IV_COPIED || g->tls_aad_len != ACC_GCM_UNSET
-        || in == NULL || out == NULL || inl >= g->base.prov->policy.split_min_gcm || inl > GCM_MAX_DATA - g->msglen)
+        || in == NULL || out == NULL || inl >= g->base.prov->policy.ranges_from[ACC_RANGES_AEAD]
+        || inl > GCM_MAX_DATA - g->msglen)
         return -1;
     *outl = 0;
     if (!g->geng->update(&g->st, in, out, inl))

@@ -310,9 +310,9 @@ static int msg_start(const acc_gcm_ctx *g, const acc_gcm_pipe *p, pipe_msg *m)
     return 1;
 }
 
-/* One update's data, pipe by pipe: on the caller's thread, or over the worker pool (one pipe a
- * piece: the pipes' states are apart) where the batch is as large as a GCM split asks for (the
- * policy's split_min_gcm). A pipe's failure is raised by the caller after the run: an error raised
+/* One update's data, pipe by pipe: on the caller's thread, or as ranges of pipes (one pipe a
+ * piece: the pipes' states are apart) on the backends that take AEAD ranges where the batch is as
+ * large as they ask for (policy.c's acc_policy_ranges). A pipe's failure is raised by the caller after the run: an error raised
  * on a pool thread would land in that thread's queue. */
 typedef struct {
     acc_gcm_ctx *g;
@@ -341,19 +341,25 @@ static void pipe_data(void *arg, size_t i)
         m->msglen += j->inl[i];
 }
 
+static void pipe_range(void *arg, size_t first, size_t count)
+{
+    for (size_t i = first; i < first + count; i++)
+        pipe_data(arg, i);
+}
+
 static int data_run(acc_gcm_ctx *g, acc_gcm_pipe *p, unsigned char **out, const unsigned char **in, const size_t *inl)
 {
     pipe_job j = { .g = g, .p = p, .out = out, .in = in, .inl = inl };
     size_t total = 0;
+    acc_path path;
     int ok = 1;
 
     for (size_t i = 0; i < p->n; i++)
         total += inl[i];
-    if (p->n > 1 && acc_policy_split_gcm(&g->base.prov->policy, total))
-        acc_pool_run_bytes(pipe_data, &j, p->n, acc_sched_cpu_units() - 1, total / p->n);
-    else
-        for (size_t i = 0; i < p->n; i++)
-            pipe_data(&j, i);
+    if (p->n < 2
+        || acc_policy_ranges(&g->base.prov->policy, ACC_RANGES_AEAD, total, pipe_range, &j, p->n, total / p->n, &path)
+               < 0)
+        pipe_range(&j, 0, p->n);
     for (size_t i = 0; i < p->n; i++) {
         if (j.failed[i] == 0)
             continue;

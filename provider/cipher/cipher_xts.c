@@ -167,15 +167,18 @@ static int xts_piece(void *arg, const uint8_t iv[16], const uint8_t *in, uint8_t
     return c->eng->xts(&c->ks, &x->ks2, iv, in, out, len, x->key_dec);
 }
 
-/* A large unit over the pool (policy.c decides the size); the tweaks need ks2's decryption
- * schedule, made at the first split. */
+/* A large unit as ranges on the backends that take XTS ranges (policy.c's acc_policy_ranges: the
+ * pool), else whole on the engine; the ranges' tweaks need ks2's decryption schedule, made at the
+ * first such unit. */
 static int xts_run(acc_xts_ctx *x, const uint8_t *in, uint8_t *out, size_t len)
 {
     acc_cipher_ctx *c = &x->base;
     size_t half = c->keylen / 2;
 
     /* the policy's threshold read first: a short unit does not pay for the call */
-    if (len >= c->prov->policy.split_min_xts && acc_policy_split_xts(&c->prov->policy, len)) {
+    if (len >= c->prov->policy.ranges_from[ACC_RANGES_XTS]) {
+        int r;
+
         if (!x->ks2_dec) {
             c->eng->free_key(&x->ks2);
             if (!c->eng->set_key(&x->ks2, x->key + half, half, 0)) {
@@ -185,7 +188,8 @@ static int xts_run(acc_xts_ctx *x, const uint8_t *in, uint8_t *out, size_t len)
             }
             x->ks2_dec = 1;
         }
-        return acc_xts_split(c->eng, &x->ks2, c->iv, in, out, len, xts_piece, x);
+        if ((r = acc_xts_split(&c->prov->policy, c->eng, &x->ks2, c->iv, in, out, len, xts_piece, x)) >= 0)
+            return r;
     }
     if (!xts_piece(x, c->iv, in, out, len))
         return 0;
@@ -221,7 +225,7 @@ static int xts_update(void *vctx, unsigned char *out, size_t *outl, size_t outsi
     /* The common unit, straight to the engine: a short unit is bound by the latency of the tweak
      * encryption and the data rounds, and fewer instructions per call let the next call's tweak
      * start while this call's rounds still run (openssl speed re-encrypts one buffer in place). */
-    if ((c->key_set & c->iv_set) && inl >= ACC_AES_BLOCK && inl < c->prov->policy.split_min_xts && outsize >= inl
+    if ((c->key_set & c->iv_set) && inl >= ACC_AES_BLOCK && inl < c->prov->policy.ranges_from[ACC_RANGES_XTS] && outsize >= inl
         && in != NULL && out != NULL && inl <= XTS_MAX_BLOCKS * ACC_AES_BLOCK) {
         if (!c->eng->xts(&c->ks, &x->ks2, c->iv, in, out, inl, x->key_dec)) {
             acc_engine_fail(c, inl);

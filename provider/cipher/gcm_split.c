@@ -1,5 +1,6 @@
-/* provider/cipher/gcm_split.c: a large GCM data update split over idle CPU units plus the caller
- * (the route is policy.c's: acc_policy_split_gcm, from split_min). The whole blocks of one
+/* provider/cipher/gcm_split.c: a large GCM data update cut into ranges, which the backends that take
+ * AEAD ranges run (the route is policy.c's acc_policy_ranges: the pool, over idle CPU units plus
+ * the caller, from split_min). The whole blocks of one
  * update are cut into grains as policy.c's split_run cuts a CTR request; each range of grains,
  * on whichever thread, XORs its keystream and hashes its ciphertext from a zero GHASH state:
  *  - with the engine's split_range (ipsec-mb: its stitched update over a context of the range's
@@ -8,13 +9,15 @@
  *    first block, counted by GCM's inc32 (acc_gcm_ctr32: the low 32 bits wrap, the CTR engine's
  *    128-bit carry must not reach byte 11), and the engine's ghash (IMB_GHASH), the input before
  *    it is decrypted (in == out is legal), the output after it is encrypted.
- * A run with no helper is one range: the same pass over the whole update.
+ * A run with no helper is one range: the same pass over the whole update. With no backend to
+ * take it, the caller's engine updates as usual.
  * The caller then combines: state = state * H^m xor range's GHASH, range by range in message
  * order (m: the range's blocks), and hands the state on to the engine (split_put), whose later
  * updates and final continue the message as if it had done these blocks itself. */
 #include <string.h>
 #include <openssl/crypto.h>
 #include "provider/cipher/cipher_gcm.h"
+#include "provider/route/policy.h"
 #include "provider/route/prov.h"
 #include "scheduler/sched.h"
 
@@ -94,10 +97,10 @@ int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblock
 {
     gcm_split_job j;   /* 6 KiB on the caller's stack, as split_run's: nothing to allocate */
     uint8_t ghash[16], h[16], hg[16], hlast[16];
-    size_t ngrains, helpers = (size_t)acc_sched_cpu_units() - 1;
-    int took;
+    size_t ngrains;
+    acc_path path;
 
-    if (helpers == 0 || g->geng->split_get == NULL || nblocks < 2 || !split_key(g))
+    if (g->geng->split_get == NULL || nblocks < 2 || !split_key(g))
         return -1;
     if (!g->geng->split_get(&g->st, ghash, j.ctr0, h))
         return -1;   /* not at a block boundary: the caller updates as usual */
@@ -114,7 +117,11 @@ int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblock
     j.grain_blocks = (nblocks + ngrains - 1) / ngrains;
     ngrains = (nblocks + j.grain_blocks - 1) / j.grain_blocks;
     memset(j.count, 0, sizeof(j.count));
-    took = acc_pool_run_ranges(gcm_range, &j, ngrains, (int)helpers, (uint64_t)j.grain_blocks * 16);
+    if (acc_policy_ranges(&g->base.prov->policy, ACC_RANGES_AEAD, nblocks * 16, gcm_range, &j, ngrains,
+                          (uint64_t)j.grain_blocks * 16, &path) < 0) {
+        OPENSSL_cleanse(&j, sizeof(j));
+        return -1;   /* nothing run: the engine updates as usual */
+    }
     if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED)) {
         /* only the nested-EVP engine fails, and it wipes what it wrote; the message is lost */
         OPENSSL_cleanse(&j, sizeof(j));
@@ -137,7 +144,7 @@ int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblock
             ghash[b] ^= j.hash[start][b];
     }
     g->geng->split_put(&g->st, ghash, nblocks);
-    acc_sched_count(took > 0 ? ACC_PATH_SPLIT : ACC_PATH_INLINE, (uint64_t)nblocks * 16, 1);
+    acc_sched_count(path, (uint64_t)nblocks * 16, 1);
     OPENSSL_cleanse(h, sizeof(h));
     OPENSSL_cleanse(hg, sizeof(hg));
     OPENSSL_cleanse(hlast, sizeof(hlast));

@@ -390,9 +390,10 @@ int acc_batch_submit(acc_cipher_ctx *ctx, const uint8_t *in, uint8_t *out, size_
  * a stream and run at least as fast on one core (bench/src/mb_lanes.c). */
 #define BATCH_MIN (768u)
 
-static size_t lanes_min(const acc_settings *s)
+static size_t lanes_min(const acc_settings *s, unsigned cap)
 {
     (void)s;
+    (void)cap;
     return BATCH_MIN;
 }
 

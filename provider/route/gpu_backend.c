@@ -9,8 +9,9 @@
 /* With gpu_min on auto, only requests this large ask the GPU glue (which calibrates). */
 #define GPU_AUTO_FLOOR (64u * 1024u)
 
-static size_t gpu_min(const acc_settings *s)
+static size_t gpu_min(const acc_settings *s, unsigned cap)
 {
+    (void)cap;
     return s->gpu_min != 0 ? s->gpu_min : GPU_AUTO_FLOOR;
 }
 

@@ -17,35 +17,50 @@ static size_t min2(size_t a, size_t b)
     return a < b ? a : b;
 }
 
-/* The size from which backend i may take op: SIZE_MAX where it cannot take the op at all, or is
- * a device under backend = cpu or under backend = another device. */
-static size_t backend_min(int i, const acc_settings *s, int op)
+/* The size from which backend i may take a request of the kind cap: SIZE_MAX where it cannot
+ * take such requests at all, or is a device under backend = cpu or under backend = another device. */
+static size_t backend_min(int i, const acc_settings *s, unsigned cap)
 {
     const acc_backend *b = acc_backends[i];
-    unsigned need = op == ACC_OP_CBC_ENC ? ACC_BK_SERIAL : ACC_BK_PARALLEL;
 
-    if (!(b->caps & need))
+    if (!(b->caps & cap))
         return SIZE_MAX;
     if ((b->caps & ACC_BK_DEVICE) && s->backend != ACC_BACKEND_AUTO && s->backend != ACC_BACKEND_OF(i))
         return SIZE_MAX;
-    return b->min_size(s);
+    return b->min_size(s, cap);
+}
+
+/* The kinds of request that are not block runs, in acc_policy's min_ranges order. */
+static const unsigned range_caps[ACC_RANGES_KINDS] = { ACC_BK_AEAD, ACC_BK_XTS };
+
+/* Backend i's thresholds: the block ops', and the ranges' for a backend that runs ranges (the
+ * fallback does not: below every other backend's, the caller runs the request its own way). */
+static void backend_thresholds(acc_policy *p, int i, const acc_settings *s)
+{
+    const acc_backend *b = acc_backends[i];
+
+    for (int op = 0; op < ACC_OP_COUNT; op++) {
+        p->min[i][op] = backend_min(i, s, op == ACC_OP_CBC_ENC ? ACC_BK_SERIAL : ACC_BK_PARALLEL);
+        if (!(b->caps & ACC_BK_FALLBACK))
+            p->inline_below[op] = min2(p->inline_below[op], p->min[i][op]);
+    }
+    for (int k = 0; k < ACC_RANGES_KINDS; k++) {
+        p->min_ranges[i][k] = b->run_ranges != NULL ? backend_min(i, s, range_caps[k]) : SIZE_MAX;
+        p->ranges_from[k] = min2(p->ranges_from[k], p->min_ranges[i][k]);
+    }
 }
 
 void acc_policy_make(acc_policy *p, const acc_settings *s)
 {
-    size_t split = acc_split_min(s);
-
     for (int op = 0; op < ACC_OP_COUNT; op++)
         p->inline_below[op] = SIZE_MAX;
+    for (int k = 0; k < ACC_RANGES_KINDS; k++)
+        p->ranges_from[k] = SIZE_MAX;
     for (int i = 0; i < ACC_BK_COUNT; i++) {
         const acc_backend *b = acc_backends[i];
         int j = i;
 
-        for (int op = 0; op < ACC_OP_COUNT; op++) {
-            p->min[i][op] = backend_min(i, s, op);
-            if (!(b->caps & ACC_BK_FALLBACK))
-                p->inline_below[op] = min2(p->inline_below[op], p->min[i][op]);
-        }
+        backend_thresholds(p, i, s);
         /* insertion by priority; the fallback last whatever its number says */
         while (j > 0 && !(b->caps & ACC_BK_FALLBACK)
                && ((acc_backends[p->order[j - 1]]->caps & ACC_BK_FALLBACK)
@@ -55,21 +70,26 @@ void acc_policy_make(acc_policy *p, const acc_settings *s)
         }
         p->order[j] = (unsigned char)i;
     }
-    /* GCM: one core runs ipsec-mb's stitched GCM at about 11 GB/s, and the split measured 5-18%
-     * slower than that at 1 MiB on the 2-vCPU development machine (bench/results/gcm-development.md):
-     * it splits only where split_min is set, never on auto. */
-    p->split_min_gcm = s->split_min_auto ? SIZE_MAX : split;
-    p->split_min_xts = split;
 }
 
-int acc_policy_split_gcm(const acc_policy *p, size_t len)
+int acc_policy_ranges(const acc_policy *p, int kind, size_t len, acc_range_fn *fn, void *arg, size_t n,
+                      uint64_t piece_bytes, acc_path *path)
 {
-    return len >= p->split_min_gcm && acc_sched_cpu_units() > 1;
-}
+    if (kind < 0 || kind >= ACC_RANGES_KINDS || p->ranges_from[kind] == SIZE_MAX || len < p->ranges_from[kind])
+        return -1;
+    for (int i = 0; i < ACC_BK_COUNT; i++) {
+        unsigned k = p->order[i];
+        const acc_backend *b = acc_backends[k];
+        size_t min = p->min_ranges[k][kind];
+        int r;
 
-int acc_policy_split_xts(const acc_policy *p, size_t len)
-{
-    return len >= p->split_min_xts && acc_sched_cpu_units() > 1;
+        /* SIZE_MAX is never, even for a request of SIZE_MAX bytes */
+        if (min == SIZE_MAX || len < min || (r = b->run_ranges(fn, arg, n, piece_bytes)) < 0)
+            continue;
+        *path = r > 0 ? b->path : ACC_PATH_INLINE;
+        return 1;
+    }
+    return -1;
 }
 
 unsigned acc_policy_paths(const acc_policy *p, acc_op op, size_t len)
@@ -115,9 +135,10 @@ static size_t inline_run(acc_cipher_ctx *c, const uint8_t *in, uint8_t *out, siz
     return len;
 }
 
-static size_t inline_min(const acc_settings *s)
+static size_t inline_min(const acc_settings *s, unsigned cap)
 {
     (void)s;
+    (void)cap;
     return 0;
 }
 

@@ -13,15 +13,20 @@
 
 struct acc_cipher_ctx;
 
+enum { ACC_RANGES_AEAD, ACC_RANGES_XTS, ACC_RANGES_KINDS };
+
 typedef struct acc_policy {
     /* The sizes, in bytes, from which each backend (index into acc_backends) may take a request
      * of each op (SIZE_MAX: never). */
     size_t min[ACC_BACKENDS_MAX][ACC_OP_COUNT];
     unsigned char order[ACC_BACKENDS_MAX]; /* backend indices by priority, the fallback last */
     size_t inline_below[ACC_OP_COUNT];     /* below: nothing but the inline path can take it */
-    /* GCM and XTS are not block operations (their engines hold a message or a data unit): the
-     * pool takes one update of theirs from this size (SIZE_MAX: never). */
-    size_t split_min_gcm, split_min_xts;
+    /* The requests that are not block runs (ACC_RANGES_AEAD: GCM updates and pipelines;
+     * ACC_RANGES_XTS: XTS units) are cut into ranges by their own code: the sizes from which each
+     * backend runs their ranges (SIZE_MAX: never), and the least of them (below it, no policy call
+     * is worth making: the caller runs the request its own way). */
+    size_t min_ranges[ACC_BACKENDS_MAX][ACC_RANGES_KINDS];
+    size_t ranges_from[ACC_RANGES_KINDS];
 } acc_policy;
 
 /* The bits acc_policy_paths returns: bit i for acc_backends[i] (the inline path, which can
@@ -35,9 +40,13 @@ void acc_policy_make(acc_policy *p, const acc_settings *s);
  * only to backends without ACC_BK_DISJOINT. */
 unsigned acc_policy_paths(const acc_policy *p, acc_op op, size_t len);
 
-/* Whether one GCM update (whole blocks) or one XTS data unit of len bytes is split over the pool. */
-int acc_policy_split_gcm(const acc_policy *p, size_t len);
-int acc_policy_split_xts(const acc_policy *p, size_t len);
+/* A request of kind ACC_RANGES_* and len bytes, cut by its caller into n pieces of about piece_bytes,
+ * run through the backends that take such ranges (ACC_BK_AEAD, ACC_BK_XTS) in priority order: the
+ * first that does not decline runs fn over all n (backend.h's acc_range_fn). 1 run, with *path the
+ * counter its bytes go to (the backend's, or ACC_PATH_INLINE where the caller ran them alone); -1
+ * declined by all (nothing run: the caller runs the request its own way). */
+int acc_policy_ranges(const acc_policy *p, int kind, size_t len, acc_range_fn *fn, void *arg, size_t n,
+                      uint64_t piece_bytes, acc_path *path);
 
 /* Run whole blocks of a context through the paths (inline / batch / GPU / split), updating its
  * iv. len is a multiple of 16; in == out is legal. 1 on success, 0 on failure, with the error

@@ -1,4 +1,5 @@
-/* provider/route/xts_split.c: a large XTS data unit split over the pool. Block j of a unit uses the
+/* provider/route/xts_split.c: a large XTS data unit cut into ranges for the backends that take XTS
+ * ranges (policy.c's acc_policy_ranges: the pool). Block j of a unit uses the
  * tweak T*x^j (T = E(k2, IV), GF(2^128) mod x^128 + x^7 + x^2 + x + 1, the tweak read as a
  * little-endian integer), so a range of whole blocks starting at block b runs as a unit of its
  * own whose tweak is T*x^b: its "IV" is D(k2, T*x^b), which the engine encrypts back. That keeps
@@ -10,7 +11,7 @@
 #include "provider/route/xts_split.h"
 #include "scheduler/sched.h"
 
-/* Grains as split_run's (policy.c): at least 16 KiB, at most 256 of them, and a multiple of 64
+/* Grains as the pool's block split's (split.c): at least 16 KiB, at most 256 of them, and a multiple of 64
  * blocks so a range's start has no bits below 2^6 (fewer multiplications, see tweak_at). */
 #define XTS_GRAIN (16u * 1024u)
 #define XTS_MAX_GRAINS 256
@@ -137,13 +138,14 @@ static void xts_range(void *arg, size_t first, size_t count)
         __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
-int acc_xts_split(const acc_engine *e, const acc_aes_key *k2, const uint8_t iv[16], const uint8_t *in, uint8_t *out,
-                  size_t len, acc_xts_unit_fn *unit, void *arg)
+int acc_xts_split(const acc_policy *p, const acc_engine *e, const acc_aes_key *k2, const uint8_t iv[16],
+                  const uint8_t *in, uint8_t *out, size_t len, acc_xts_unit_fn *unit, void *arg)
 {
     xts_job j = { .e = e, .k2 = k2, .in = in, .out = out, .unit = unit, .arg = arg };
     size_t tail = len % 16 ? 16 + len % 16 : 0, ngrains;
     uint8_t t[16], tiv[16];
-    int took = 0, ok;
+    acc_path path;
+    int ok;
 
     if (len < 32 || !e->ecb_enc(k2, iv, t, 1))
         goto fail;
@@ -154,7 +156,10 @@ int acc_xts_split(const acc_engine *e, const acc_aes_key *k2, const uint8_t iv[1
     ngrains = ngrains > XTS_MAX_GRAINS ? XTS_MAX_GRAINS : ngrains < 2 ? 2 : ngrains;
     j.grain_blocks = ((j.nblocks + ngrains - 1) / ngrains + 63) & ~(size_t)63;
     ngrains = (j.nblocks + j.grain_blocks - 1) / j.grain_blocks;
-    took = acc_pool_run_ranges(xts_range, &j, ngrains, acc_sched_cpu_units() - 1, (uint64_t)j.grain_blocks * 16);
+    if (acc_policy_ranges(p, ACC_RANGES_XTS, len, xts_range, &j, ngrains, (uint64_t)j.grain_blocks * 16, &path) < 0) {
+        OPENSSL_cleanse(&j.t0, sizeof(j.t0));
+        return -1;   /* nothing run: the caller runs the unit its own way */
+    }
     ok = !__atomic_load_n(&j.failed, __ATOMIC_RELAXED); /* the pool's join orders the store */
     /* the stealing tail reads and writes only its own 16..31 bytes, after every range */
     if (ok && tail)
@@ -163,7 +168,7 @@ int acc_xts_split(const acc_engine *e, const acc_aes_key *k2, const uint8_t iv[1
     OPENSSL_cleanse(&j.t0, sizeof(j.t0));
     if (!ok)
         goto fail;
-    acc_sched_count(took > 0 ? ACC_PATH_SPLIT : ACC_PATH_INLINE, len, 1);
+    acc_sched_count(path, len, 1);
     return 1;
 fail:
     OPENSSL_cleanse(out, len);

@@ -76,16 +76,69 @@ static void test_settings(void)
     CHECK(!(acc_policy_paths(&p, ACC_OP_CBC_ENC, 1u << 30) & (ACC_TRY_GPU | ACC_TRY_SPLIT)),
           "CBC-encrypt is serial: no GPU, no split");
     /* GCM updates and XTS units split from the same size as the block modes (raised to two pieces) */
-    CHECK(p.split_min_gcm == 64 * 1024 && p.split_min_xts == 64 * 1024, "GCM/XTS split from %zu/%zu",
-          p.split_min_gcm, p.split_min_xts);
+    CHECK(p.ranges_from[ACC_RANGES_AEAD] == 64 * 1024 && p.ranges_from[ACC_RANGES_XTS] == 64 * 1024,
+          "GCM/XTS split from %zu/%zu", p.ranges_from[ACC_RANGES_AEAD], p.ranges_from[ACC_RANGES_XTS]);
     s = settings(ACC_BACKEND_AUTO, 1u << 20, 0);
     acc_policy_make(&p, &s);
-    CHECK(p.split_min_gcm == 1u << 20 && p.split_min_xts == 1u << 20, "GCM/XTS follow split_min");
+    CHECK(p.ranges_from[ACC_RANGES_AEAD] == 1u << 20 && p.ranges_from[ACC_RANGES_XTS] == 1u << 20,
+          "GCM/XTS follow split_min");
     /* split_min on auto: GCM stays on one core (the split measured slower), XTS splits */
     s.split_min_auto = 1;
     acc_policy_make(&p, &s);
-    CHECK(p.split_min_gcm == SIZE_MAX && p.split_min_xts == 1u << 20, "auto: GCM %zu, XTS %zu", p.split_min_gcm,
-          p.split_min_xts);
+    CHECK(p.ranges_from[ACC_RANGES_AEAD] == SIZE_MAX && p.ranges_from[ACC_RANGES_XTS] == 1u << 20,
+          "auto: GCM %zu, XTS %zu", p.ranges_from[ACC_RANGES_AEAD], p.ranges_from[ACC_RANGES_XTS]);
+}
+
+/* ---- ranges: GCM updates and XTS units through the backends that take them ---- */
+
+#define NPIECES 40
+
+typedef struct {
+    int runs[NPIECES];
+} range_log;
+
+static void log_range(void *arg, size_t first, size_t count)
+{
+    range_log *l = arg;
+
+    for (size_t i = first; i < first + count && i < NPIECES; i++)
+        __atomic_add_fetch(&l->runs[i], 1, __ATOMIC_RELAXED);
+}
+
+/* r: what acc_policy_ranges returned for kind at len; want_run: whether a backend should have run it
+ * (from the threshold and whether the pool has a unit besides the caller's). */
+static void check_ranges(const acc_policy *p, int kind, size_t len, int want_run, const char *what)
+{
+    range_log l;
+    acc_path path = ACC_PATH_COUNT;
+    int r;
+
+    memset(&l, 0, sizeof(l));
+    r = acc_policy_ranges(p, kind, len, log_range, &l, NPIECES, len / NPIECES, &path);
+    CHECK(r == (want_run ? 1 : -1), "%s: kind %d at %zu returned %d", what, kind, len, r);
+    for (int i = 0; i < NPIECES; i++)
+        CHECK(l.runs[i] == (r == 1), "%s: piece %d ran %d times", what, i, l.runs[i]);
+    if (r == 1)
+        CHECK(path == ACC_PATH_SPLIT || path == ACC_PATH_INLINE, "%s: counted to path %d", what, (int)path);
+}
+
+static void test_ranges(void)
+{
+    acc_settings s = settings(ACC_BACKEND_CUDA, 1u << 20, 4096);
+    int pool = acc_sched_cpu_units() > 1; /* the pool declines with no unit besides the caller's */
+    acc_policy p;
+
+    acc_policy_make(&p, &s);
+    /* the GPU and the lanes take no ranges, whatever their block thresholds: the pool's size only */
+    for (int kind = ACC_RANGES_AEAD; kind <= ACC_RANGES_XTS; kind++) {
+        check_ranges(&p, kind, (1u << 20) - 1, 0, "below split_min");
+        check_ranges(&p, kind, 1u << 20, pool, "at split_min");
+    }
+    check_ranges(&p, ACC_RANGES_KINDS, 1u << 30, 0, "not a kind");
+    s.split_min_auto = 1;
+    acc_policy_make(&p, &s);
+    check_ranges(&p, ACC_RANGES_AEAD, SIZE_MAX, 0, "auto: GCM");
+    check_ranges(&p, ACC_RANGES_XTS, 1u << 20, pool, "auto: XTS");
 }
 
 static void ref_iv(acc_op op, const uint8_t iv0[16], const uint8_t *in, const uint8_t *out, size_t k, uint8_t iv[16])
@@ -150,6 +203,7 @@ int main(void)
 {
     test_defaults();
     test_settings();
+    test_ranges();
     test_iv_at_block();
     test_gpu_abi();
     return CHECK_SUMMARY();
