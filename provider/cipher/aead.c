@@ -137,6 +137,24 @@ int acc_aead_get_iv(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen, size_t n)
     return acc_compat_set_iv(p, iv, n, 1) || acc_aead_failed_to_set(p);
 }
 
+int acc_aead_set_ivlen(const OSSL_PARAM *p, const char *aead, size_t min, size_t max, size_t *ivlen, int *iv_state)
+{
+    size_t sz;
+
+    if (!OSSL_PARAM_get_size_t(p, &sz))
+        return acc_aead_failed_to_get(p);
+    if (sz < min || sz > max) {
+        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "%s IV of %zu bytes, expected %zu..%zu", aead, sz, min, max);
+        return 0;
+    }
+    if (*ivlen != sz) {
+        if (*iv_state != ACC_AEAD_IV_UNSET)
+            *iv_state = ACC_AEAD_IV_FINISHED;
+        *ivlen = sz;
+    }
+    return 1;
+}
+
 int acc_aead_set_tls_aad(const OSSL_PARAM *p, uint8_t buf[ACC_AEAD_TLS_AAD_LEN], int enc, size_t taglen, int reason,
                          size_t *aad_len, size_t *pad_sz)
 {

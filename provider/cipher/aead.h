@@ -19,6 +19,18 @@
 #define ACC_AEAD_TLS_FIXED 4          /* EVP_GCM_TLS_FIXED_IV_LEN = EVP_CCM_TLS_FIXED_IV_LEN */
 #define ACC_AEAD_TLS_EXPLICIT 8       /* EVP_GCM_TLS_EXPLICIT_IV_LEN = EVP_CCM_TLS_EXPLICIT_IV_LEN */
 
+/* The IV's state machine, the defaults' for GCM (ciphercommon_gcm.c), which CCM's "IV set" is a part
+ * of: no IV yet; given, no message opened with it; a message open (AAD or data going in); the
+ * message finished (the IV must not be used again: CCM's one message per nonce, GCM's IV after its
+ * final, an IV given at a length since changed). */
+enum { ACC_AEAD_IV_UNSET, ACC_AEAD_IV_BUFFERED, ACC_AEAD_IV_COPIED, ACC_AEAD_IV_FINISHED };
+
+/* Whether a message may run under the IV: given, and not used up. */
+static inline int acc_aead_iv_live(int iv_state)
+{
+    return iv_state == ACC_AEAD_IV_BUFFERED || iv_state == ACC_AEAD_IV_COPIED;
+}
+
 /* AAD gathered until the message's engine takes it (ipsec-mb's GCM init takes it whole). */
 typedef struct acc_aead_aad {
     uint8_t *p;
@@ -64,6 +76,10 @@ int acc_aead_get_size(OSSL_PARAM *p, size_t v);
 /* IV or UPDATED_IV out: n bytes from iv, where p has room for the ivlen bytes of the IV (else
  * INVALID_IV_LENGTH); 0 with "failed to set" where p's type does not take them. */
 int acc_aead_get_iv(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen, size_t n);
+/* The IV length set ("ivlen"), from min to max bytes: 1 with *ivlen the new length, an IV given at
+ * another length made unusable (*iv_state FINISHED); or 0 with "failed to get" (not a size) or
+ * INVALID_IV_LENGTH naming aead. The same length again changes nothing. */
+int acc_aead_set_ivlen(const OSSL_PARAM *p, const char *aead, size_t min, size_t max, size_t *ivlen, int *iv_state);
 /* The TLS 1.2 record's AAD in (acc_aead_tls_aad, into buf): *aad_len is 13 once an AAD of that
  * length is given, even a bad one (as the defaults), *pad_sz the padding the record needs. 1, or
  * 0 with "failed to get" (not an octet string) or reason (the AEAD's: bad length or field). */

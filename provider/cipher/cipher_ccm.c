@@ -72,7 +72,7 @@ static int ccm_init(void *vctx, const unsigned char *key, size_t keylen, const u
             return 0;
         }
         memcpy(c->iv, iv, ivlen);
-        c->iv_set = 1;
+        c->iv_state = ACC_AEAD_IV_BUFFERED;
     }
     if (key != NULL) {
         if (keylen != c->base.keylen) {
@@ -141,7 +141,8 @@ static int data_run(acc_ccm_ctx *c, const unsigned char *in, unsigned char *out,
     int ok, r = c->ceng->crypt(&c->st, c->base.enc, whole_enc, in, out, len);
 
     if (r < 0) {   /* the engine failed: the message is lost, as after its end */
-        c->iv_set = c->tag_set = c->len_set = 0;
+        c->tag_set = c->len_set = 0;
+        c->iv_state = ACC_AEAD_IV_FINISHED;
         c->eng_failed = 1;
         return acc_aead_engine_failed("CCM", c->ceng->name, out, len, "a data update");
     }
@@ -190,7 +191,7 @@ static int tls_cipher(acc_ccm_ctx *c, unsigned char *out, size_t *padlen, const 
  * it as a data call of 0 bytes; else nothing to do (compat.c asks it). */
 static int final_encrypt(acc_ccm_ctx *c)
 {
-    if (!acc_compat()->ccm_final_runs_empty || !c->iv_set || c->tag_set)
+    if (!acc_compat()->ccm_final_runs_empty || !acc_aead_iv_live(c->iv_state) || c->tag_set)
         return 1;
     if (!c->len_set && !set_len(c, 0))
         return 0;
@@ -214,13 +215,13 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
         if (c->base.enc)
             return final_encrypt(c);
         /* a decryption begun and not completed: the running default's final may refuse it (compat.c) */
-        if (!acc_compat()->ccm_final_strict || !c->iv_set)
+        if (!acc_compat()->ccm_final_strict || !acc_aead_iv_live(c->iv_state))
             return 1;
         if (!c->tag_set && acc_compat()->ccm_tag_not_set)
             acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_SET), "a decryption's final with no tag checked");
         return 0;
     }
-    if (!c->iv_set)
+    if (!acc_aead_iv_live(c->iv_state))
         return 0;
     if (out == NULL) {
         if (in == NULL) {
@@ -241,10 +242,12 @@ static int ccm_cipher_internal(acc_ccm_ctx *c, unsigned char *out, size_t *padle
         }
         if (!data_run(c, in, out, len, c->base.enc ? NULL : c->buf))
             return 0;
-        if (c->base.enc)
+        if (c->base.enc) {
             c->tag_set = 1;
-        else
-            c->iv_set = c->tag_set = c->len_set = 0;   /* one message per nonce */
+        } else {   /* one message per nonce */
+            c->tag_set = c->len_set = 0;
+            c->iv_state = ACC_AEAD_IV_FINISHED;
+        }
     }
     *padlen = len;
     return 1;

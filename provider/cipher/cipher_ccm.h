@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <openssl/core.h>
 #include "accel/ccm.h"
+#include "provider/cipher/aead.h"
 #include "provider/base/compat.h"
 #include "provider/route/cipher_ctx.h"
 
@@ -14,7 +15,8 @@ typedef struct acc_ccm_ctx {
     acc_cipher_ctx base;        /* first */
     acc_ccm_state st;           /* the engine's key and message (64-byte aligned) */
     const acc_ccm_engine *ceng;
-    int key_set, iv_set, tag_set, len_set;
+    int key_set, tag_set, len_set;
+    int iv_state;               /* ACC_AEAD_IV_* (provider/cipher/aead.h): given (BUFFERED), its one message done */
     int key_enc;                /* the direction the key was set up in (compat.h ccm_blocks_dir_at_key) */
     int eng_failed;             /* the engine failed in this call, its error raised: callers add none */
     size_t l, m;                /* the length field's bytes (2..8) and the tag's (4..16, even) */

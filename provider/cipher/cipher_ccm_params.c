@@ -33,21 +33,14 @@ static int set_tag(acc_ccm_ctx *c, const OSSL_PARAM *p)
     return 1;
 }
 
+/* The nonce of 15 - L bytes: L from 2 to 8 */
 static int set_ivlen(acc_ccm_ctx *c, const OSSL_PARAM *p)
 {
-    size_t sz, l;
+    size_t ivlen = ivlen_of(c);
 
-    if (!OSSL_PARAM_get_size_t(p, &sz))
-        return acc_aead_failed_to_get(p);
-    l = 15 - sz;
-    if (l < 2 || l > 8) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "CCM nonce of %zu bytes, expected 7..13", sz);
+    if (!acc_aead_set_ivlen(p, "CCM", 7, 13, &ivlen, &c->iv_state))
         return 0;
-    }
-    if (c->l != l) {
-        c->l = l;
-        c->iv_set = 0;
-    }
+    c->l = 15 - ivlen;
     return 1;
 }
 
@@ -120,7 +113,8 @@ static int get_tag(acc_ccm_ctx *c, OSSL_PARAM *p)
         return acc_aead_failed_to_set(p);
     if (p->data == NULL || !c->ceng->tag(&c->st, p->data, p->data_size))
         return 0;   /* not the message's M bytes: no error, as the default's */
-    c->tag_set = c->iv_set = c->len_set = 0;
+    c->tag_set = c->len_set = 0;
+    c->iv_state = ACC_AEAD_IV_FINISHED;
     return 1;
 }
 

@@ -102,7 +102,7 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
         }
         g->ivlen = ivlen;
         memcpy(g->iv, iv, ivlen);
-        g->iv_state = ACC_GCM_IV_BUFFERED;
+        g->iv_state = ACC_AEAD_IV_BUFFERED;
     }
     if (key != NULL) {
         if (keylen != g->base.keylen) {
@@ -116,7 +116,7 @@ static int gcm_init(void *vctx, const unsigned char *key, size_t keylen, const u
             return 0;
         /* the default's setkey wipes an open message's GCM state but keeps its IV state: the
          * message goes on from zero, its AAD and data so far forgotten (a misuse; the same bytes) */
-        if (g->iv_state == ACC_GCM_IV_COPIED) {
+        if (g->iv_state == ACC_AEAD_IV_COPIED) {
             g->zero_restart = 1;
             g->aad.len = 0;
             g->msglen = 0;
@@ -164,7 +164,7 @@ void acc_gcm_open(acc_gcm_ctx *g)
     g->msglen = 0;
     g->started = 0;
     g->zero_restart = 0;
-    g->iv_state = ACC_GCM_IV_COPIED;
+    g->iv_state = ACC_AEAD_IV_COPIED;
 }
 
 /* AAD is only gathered here: the engine's message starts at the first data or at final. */
@@ -181,7 +181,7 @@ static int aad_add(acc_gcm_ctx *g, const uint8_t *aad, size_t len)
  * is left to get, and accelaes's engine failure is raised, once. Returns 0. */
 static int engine_failed(acc_gcm_ctx *g, uint8_t *out, size_t len, const char *where)
 {
-    g->iv_state = ACC_GCM_IV_FINISHED;
+    g->iv_state = ACC_AEAD_IV_FINISHED;
     g->started = 0;
     if (g->base.enc)
         g->taglen = ACC_GCM_UNSET;
@@ -280,7 +280,7 @@ int acc_gcm_iv_generate(acc_gcm_ctx *g)
 {
     if (g->ivlen < ACC_GCM_IV_DEFAULT || RAND_bytes_ex(g->base.prov->libctx, g->iv, g->ivlen, 0) <= 0)
         return 0;
-    g->iv_state = ACC_GCM_IV_BUFFERED;
+    g->iv_state = ACC_AEAD_IV_BUFFERED;
     g->iv_gen_rand = 1;
     return 1;
 }
@@ -295,11 +295,11 @@ static int gcm_cipher_internal(acc_gcm_ctx *g, unsigned char *out, size_t *padle
 
     if (g->tls_aad_len != ACC_GCM_UNSET)
         return acc_gcm_tls_cipher(g, out, padlen, in, len);
-    if (!g->key_set || g->iv_state == ACC_GCM_IV_FINISHED)
+    if (!g->key_set || g->iv_state == ACC_AEAD_IV_FINISHED)
         goto err;
-    if (g->iv_state == ACC_GCM_IV_UNSET && (!g->base.enc || !acc_gcm_iv_generate(g)))
+    if (g->iv_state == ACC_AEAD_IV_UNSET && (!g->base.enc || !acc_gcm_iv_generate(g)))
         goto err;
-    if (g->iv_state == ACC_GCM_IV_BUFFERED)
+    if (g->iv_state == ACC_AEAD_IV_BUFFERED)
         acc_gcm_open(g);
     if (in != NULL) {
         if (!(out == NULL ? aad_add(g, in, len) : data_add(g, in, out, len)))
@@ -314,7 +314,7 @@ static int gcm_cipher_internal(acc_gcm_ctx *g, unsigned char *out, size_t *padle
         }
         if (!msg_finish(g))
             goto err;
-        g->iv_state = ACC_GCM_IV_FINISHED;   /* the IV is not used again */
+        g->iv_state = ACC_AEAD_IV_FINISHED;   /* the IV is not used again */
     }
     rv = 1;
 err:
@@ -329,7 +329,7 @@ err:
  * engine's. 1: done, 0: failed, -1: not this case, nothing done. */
 static int gcm_data_fast(acc_gcm_ctx *g, unsigned char *out, size_t *outl, const unsigned char *in, size_t inl)
 {
-    if (!(g->started & g->key_set) || g->iv_state != ACC_GCM_IV_COPIED || g->tls_aad_len != ACC_GCM_UNSET
+    if (!(g->started & g->key_set) || g->iv_state != ACC_AEAD_IV_COPIED || g->tls_aad_len != ACC_GCM_UNSET
         || in == NULL || out == NULL || inl >= g->base.prov->policy.ranges_from[ACC_RANGES_AEAD]
         || inl > GCM_MAX_DATA - g->msglen)
         return -1;

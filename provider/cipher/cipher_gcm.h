@@ -15,10 +15,6 @@
 #define ACC_GCM_TLS_FIXED ACC_AEAD_TLS_FIXED
 #define ACC_GCM_TLS_EXPLICIT ACC_AEAD_TLS_EXPLICIT
 
-/* The IV's state, as the default's: none yet; given but no message opened with it; a message
- * open (AAD or data going in); the message finished (the IV must not be used again). */
-enum { ACC_GCM_IV_UNSET, ACC_GCM_IV_BUFFERED, ACC_GCM_IV_COPIED, ACC_GCM_IV_FINISHED };
-
 /* OpenSSL 3.5's pipeline API (provider/cipher/cipher_gcm_pipe.c), named here so that the module builds on
  * 3.0's headers; offered only where the running libcrypto has it (acc_aes*gcm_functions_35, chosen
  * at run time by provider/cipher/ciphers.c). */
@@ -40,7 +36,7 @@ typedef struct acc_gcm_ctx {
     acc_gcm_state st;           /* the engine's key data and message (64-byte aligned) */
     const acc_gcm_engine *geng;
     int key_set;
-    int iv_state;
+    int iv_state;               /* ACC_AEAD_IV_* (provider/cipher/aead.h) */
     int iv_gen;                 /* TLS: a fixed IV part was set, the invocation field counts */
     int iv_gen_rand;            /* this init's IV is a random one made here ("iv-generated") */
     int started;                /* the engine's message has begun: the AAD is closed */

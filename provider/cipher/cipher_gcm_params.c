@@ -60,7 +60,7 @@ static int tls_iv_set_fixed(acc_gcm_ctx *g, const unsigned char *iv, size_t len)
             return 0;
     }
     g->iv_gen = 1;
-    g->iv_state = ACC_GCM_IV_BUFFERED;
+    g->iv_state = ACC_AEAD_IV_BUFFERED;
     return 1;
 }
 
@@ -91,7 +91,7 @@ int acc_gcm_tls_cipher(acc_gcm_ctx *g, unsigned char *out, size_t *padlen, const
     plen = g->base.enc ? len + arg + ACC_GCM_TAG_LEN : len;
     rv = 1;
 err:
-    g->iv_state = ACC_GCM_IV_FINISHED;
+    g->iv_state = ACC_AEAD_IV_FINISHED;
     g->tls_aad_len = ACC_GCM_UNSET;
     *padlen = plen;
     return rv;
@@ -106,7 +106,7 @@ err:
 static int get_iv(acc_gcm_ctx *g, OSSL_PARAM *p)
 {
     /* no error raised, as the default; 4.0's makes an encryption's random IV here (compat.h) */
-    if (g->iv_state == ACC_GCM_IV_UNSET
+    if (g->iv_state == ACC_AEAD_IV_UNSET
         && (!acc_compat()->gcm_get_iv_generates || g->tls_aad_len != ACC_GCM_UNSET || !g->base.enc
             || !acc_gcm_iv_generate(g)))
         return 0;
@@ -241,21 +241,7 @@ static int set_tag(acc_gcm_ctx *g, const OSSL_PARAM *p)
 
 static int set_ivlen(acc_gcm_ctx *g, const OSSL_PARAM *p)
 {
-    size_t sz;
-
-    if (!OSSL_PARAM_get_size_t(p, &sz))
-        return failed_to_get(p);
-    if (sz == 0 || sz > ACC_GCM_IV_MAX) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_IV_LENGTH), "iv length %zu, expected 1..%d", sz, ACC_GCM_IV_MAX);
-        return 0;
-    }
-    if (g->ivlen != sz) {
-        /* an IV already given or made is of the old length: unusable */
-        if (g->iv_state != ACC_GCM_IV_UNSET)
-            g->iv_state = ACC_GCM_IV_FINISHED;
-        g->ivlen = sz;
-    }
-    return 1;
+    return acc_aead_set_ivlen(p, "GCM", 1, ACC_GCM_IV_MAX, &g->ivlen, &g->iv_state);
 }
 
 /* GCM's bad TLS AAD is INVALID_AAD (CCM's INVALID_DATA); the tag is always 16 bytes */

@@ -174,7 +174,7 @@ static int pipe_init(acc_gcm_ctx *g, const unsigned char *key, size_t keylen, si
         return 0;
     /* the single-message API on this context starts from no IV, as after a key-only init */
     g->started = 0;
-    g->iv_state = ACC_GCM_IV_UNSET;
+    g->iv_state = ACC_AEAD_IV_UNSET;
     g->base.enc = enc;
     p->enc = enc;
     p->n = n;
