@@ -42,22 +42,6 @@ typedef struct acc_gcm_engine {
     int (*start)(acc_gcm_state *s, int enc, const uint8_t *iv, size_t ivlen, const uint8_t *aad, size_t aadlen);
     int (*update)(acc_gcm_state *s, const uint8_t *in, uint8_t *out, size_t len);
     int (*finish)(acc_gcm_state *s, uint8_t *tag, size_t taglen);
-    /* The split (provider/cipher/gcm_split.c), optional (NULL: this engine's updates never split). Only
-     * at a block boundary of the data (the data so far a multiple of 16, which the provider
-     * knows from its own count); GHASH values in GCM's byte order (as a tag's).
-     *  - split_get: the GHASH so far (AAD and data), the counter block of the next data block
-     *    (big-endian, as GCM's inc32 counts it) and H. 0: not at a block boundary, do not split.
-     *  - ghash: state = GHASH of nblocks from in, continued from state (thread-safe, s const).
-     *  - split_put: nblocks more data blocks went by outside the engine, the GHASH is now ghash. */
-    int (*split_get)(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16], uint8_t h[16]);
-    void (*ghash)(const acc_gcm_state *s, const uint8_t *in, size_t nblocks, uint8_t state[16]);
-    void (*split_put)(acc_gcm_state *s, const uint8_t ghash[16], uint64_t nblocks);
-    /*  - split_range (optional): one range in one stitched pass, as the message's direction
-     *    says: nblocks from in to out with counter blocks from ctr (inc32), and ghash = the
-     *    GHASH from zero of the range's ciphertext. Thread-safe, s const. Without it the split
-     *    runs acc_gcm_ctr32 and ghash, two passes. */
-    void (*split_range)(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out,
-                        size_t nblocks, uint8_t ghash[16]);
     /*  - restart_zero: the message as the default provider leaves it when a key is given while a
      *    message is open (its setkey wipes the GCM state, the IV state stays): the next counter
      *    block is zero, the AAD given is hashed from a zero state, no data yet, and the tag is the
@@ -67,7 +51,28 @@ typedef struct acc_gcm_engine {
     /*  - set_dir: the open message goes on in direction enc (the default's init with only a
      *    direction: its later updates and its final are those of the new direction). */
     int (*set_dir)(acc_gcm_state *s, int enc);
+    /* The split's hooks (acc_gcm_split_ops below), or NULL: this engine's updates never split. */
+    const struct acc_gcm_split_ops *split;
 } acc_gcm_engine;
+
+/* The split (provider/cipher/gcm_split.c): an engine's optional second table. Only at a block
+ * boundary of the data (the data so far a multiple of 16, which the provider knows from its own
+ * count); GHASH values in GCM's byte order (as a tag's).
+ *  - get: the GHASH so far (AAD and data), the counter block of the next data block (big-endian,
+ *    as GCM's inc32 counts it) and H. 0: not at a block boundary, do not split.
+ *  - ghash: state = GHASH of nblocks from in, continued from state (thread-safe, s const).
+ *  - put: nblocks more data blocks went by outside the engine, the GHASH is now ghash.
+ *  - range (optional): one range in one stitched pass, as the message's direction says: nblocks
+ *    from in to out with counter blocks from ctr (inc32), and ghash = the GHASH from zero of the
+ *    range's ciphertext. Thread-safe, s const. Without it the split runs acc_gcm_ctr32 and
+ *    ghash, two passes. */
+typedef struct acc_gcm_split_ops {
+    int (*get)(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16], uint8_t h[16]);
+    void (*ghash)(const acc_gcm_state *s, const uint8_t *in, size_t nblocks, uint8_t state[16]);
+    void (*put)(acc_gcm_state *s, const uint8_t ghash[16], uint64_t nblocks);
+    void (*range)(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out, size_t nblocks,
+                  uint8_t ghash[16]);
+} acc_gcm_split_ops;
 
 /* accel/cpu/gcm_clmul.c: GCM's arithmetic for the split, on any engine.
  *  - acc_gf128_mul: x = x * y in GF(2^128) with GCM's bit order and polynomial (PCLMULQDQ;

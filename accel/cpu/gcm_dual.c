@@ -123,20 +123,20 @@ static int d_split_get(const acc_gcm_state *s, uint8_t ghash[16], uint8_t ctr[16
 
     if (d->fresh && !bulk(d))
         return 0;
-    return eng[d->which]->split_get(CHALF(d, d->which), ghash, ctr, h);
+    return eng[d->which]->split->get(CHALF(d, d->which), ghash, ctr, h);
 }
 static void d_ghash(const acc_gcm_state *s, const uint8_t *in, size_t nblocks, uint8_t state[16])
 {
     const dual *d = (const dual *)s;
 
-    eng[d->which]->ghash(CHALF(d, d->which), in, nblocks, state);
+    eng[d->which]->split->ghash(CHALF(d, d->which), in, nblocks, state);
 }
 
 static void d_split_put(acc_gcm_state *s, const uint8_t ghash[16], uint64_t nblocks)
 {
     dual *d = (dual *)s;
 
-    eng[d->which]->split_put(HALF(d, d->which), ghash, nblocks);
+    eng[d->which]->split->put(HALF(d, d->which), ghash, nblocks);
 }
 
 static void d_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const uint8_t *in, uint8_t *out,
@@ -144,7 +144,7 @@ static void d_split_range(const acc_gcm_state *s, const uint8_t ctr[16], const u
 {
     const dual *d = (const dual *)s;
 
-    eng[d->which]->split_range(CHALF(d, d->which), ctr, in, out, nblocks, ghash);
+    eng[d->which]->split->range(CHALF(d, d->which), ctr, in, out, nblocks, ghash);
 }
 
 /* Rare (a key given in the middle of a message): the VAES engine. */
@@ -166,6 +166,13 @@ static int d_set_dir(acc_gcm_state *s, int enc)
     return eng[d->which]->set_dir(HALF(d, d->which), enc);
 }
 
+static const acc_gcm_split_ops d_split = {
+    .get = d_split_get,
+    .ghash = d_ghash,
+    .put = d_split_put,
+    .range = d_split_range,
+};
+
 static const acc_gcm_engine dual_engine = {
     .name = "vaes-gcm+intel-ipsec-mb",
     .set_key = d_set_key,
@@ -174,12 +181,9 @@ static const acc_gcm_engine dual_engine = {
     .start = d_start,
     .update = d_update,
     .finish = d_finish,
-    .split_get = d_split_get,
-    .ghash = d_ghash,
-    .split_put = d_split_put,
-    .split_range = d_split_range,
     .restart_zero = d_restart_zero,
     .set_dir = d_set_dir,
+    .split = &d_split,
 };
 
 /* Both engines, or NULL (engine_select.c then takes the one there is). */

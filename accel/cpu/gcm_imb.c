@@ -312,6 +312,13 @@ static int imb_set_dir(acc_gcm_state *s, int enc)
     return 1;
 }
 
+static const acc_gcm_split_ops imb_split = {
+    .get = imb_split_get,
+    .ghash = imb_ghash,
+    .put = imb_split_put,
+    .range = imb_split_range,
+};
+
 static const acc_gcm_engine imb_engine = {
     .name = "intel-ipsec-mb",
     .set_key = imb_set_key,
@@ -320,12 +327,9 @@ static const acc_gcm_engine imb_engine = {
     .start = imb_start,
     .update = imb_update,
     .finish = imb_finish,
-    .split_get = imb_split_get,
-    .ghash = imb_ghash,
-    .split_put = imb_split_put,
-    .split_range = imb_split_range,
     .restart_zero = imb_restart_zero,
     .set_dir = imb_set_dir,
+    .split = &imb_split,
 };
 
 const acc_gcm_engine *acc_gcm_engine_imb(void)

@@ -322,6 +322,13 @@ GS_TGT static int gv_restart_zero(acc_gcm_state *s, int enc, const uint8_t *key,
     return 1;
 }
 
+static const acc_gcm_split_ops gv_split = {
+    .get = gv_split_get,
+    .ghash = gv_split_ghash,
+    .put = gv_split_put,
+    .range = gv_split_range,
+};
+
 static const acc_gcm_engine gv_engine = {
     .name = GS_NAME,
     .set_key = gv_set_key,
@@ -330,11 +337,8 @@ static const acc_gcm_engine gv_engine = {
     .start = GS_API(start),
     .update = GS_API(update),
     .finish = GS_API(finish),
-    .split_get = gv_split_get,
-    .ghash = gv_split_ghash,
-    .split_put = gv_split_put,
-    .split_range = gv_split_range,
     .restart_zero = gv_restart_zero,
     .set_dir = gv_set_dir,
+    .split = &gv_split,
 };
 

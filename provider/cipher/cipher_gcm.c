@@ -219,7 +219,7 @@ static int data_run(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t len,
         return g->geng->update(&g->st, in, out, len);
     head = head < len ? head : len;
     mid = (len - head) & ~(size_t)15;
-    if (g->geng->split_get == NULL || overlaps_partially(in, out, len)
+    if (g->geng->split == NULL || overlaps_partially(in, out, len)
         || mid < g->base.prov->policy.ranges_from[ACC_RANGES_AEAD])
         return g->geng->update(&g->st, in, out, len);
     if (head > 0 && !g->geng->update(&g->st, in, out, head))

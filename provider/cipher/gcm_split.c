@@ -3,7 +3,7 @@
  * the caller, from split_min). The whole blocks of one
  * update are cut into grains as policy.c's split_run cuts a CTR request; each range of grains,
  * on whichever thread, XORs its keystream and hashes its ciphertext from a zero GHASH state:
- *  - with the engine's split_range (ipsec-mb: its stitched update over a context of the range's
+ *  - with the engine's split->range (ipsec-mb: its stitched update over a context of the range's
  *    own, counting by inc32 itself) in one pass; else
  *  - in two: the keystream of counter blocks from the message's counter moved on by the range's
  *    first block, counted by GCM's inc32 (acc_gcm_ctr32: the low 32 bits wrap, the CTR engine's
@@ -12,7 +12,7 @@
  * A run with no helper is one range: the same pass over the whole update. With no backend to
  * take it, the caller's engine updates as usual.
  * The caller then combines: state = state * H^m xor range's GHASH, range by range in message
- * order (m: the range's blocks), and hands the state on to the engine (split_put), whose later
+ * order (m: the range's blocks), and hands the state on to the engine (split->put), whose later
  * updates and final continue the message as if it had done these blocks itself. */
 #include <string.h>
 #include <openssl/crypto.h>
@@ -52,9 +52,9 @@ static void gcm_range(void *arg, size_t first, size_t count)
         end = j->nblocks;
     memcpy(ctr, j->ctr0, 16);
     acc_gcm_inc32(ctr, b);
-    if (j->geng->split_range != NULL) {
+    if (j->geng->split->range != NULL) {
         /* the engine's stitched pass: keystream and GHASH in one read of the data */
-        j->geng->split_range(j->st, ctr, j->in + b * 16, j->out + b * 16, end - b, state);
+        j->geng->split->range(j->st, ctr, j->in + b * 16, j->out + b * 16, end - b, state);
         b = end;
     }
     while (b < end) {
@@ -63,10 +63,10 @@ static void gcm_range(void *arg, size_t first, size_t count)
         uint8_t *out = j->out + b * 16;
 
         if (!j->enc)
-            j->geng->ghash(j->st, in, n, state);
+            j->geng->split->ghash(j->st, in, n, state);
         ok &= acc_gcm_ctr32(j->c->eng, &j->c->ks, in, out, n, ctr);
         if (j->enc)
-            j->geng->ghash(j->st, out, n, state);
+            j->geng->split->ghash(j->st, out, n, state);
         acc_gcm_inc32(ctr, n);
         b += n;
     }
@@ -85,7 +85,7 @@ static int split_key(acc_gcm_ctx *g)
 {
     acc_cipher_ctx *c = &g->base;
 
-    if (c->key_set || g->geng->split_range != NULL)
+    if (c->key_set || g->geng->split->range != NULL)
         return 1;
     if (!c->eng->set_key(&c->ks, c->rawkey, c->keylen, 1))
         return 0;
@@ -100,9 +100,9 @@ int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblock
     size_t ngrains;
     acc_path path;
 
-    if (g->geng->split_get == NULL || nblocks < 2 || !split_key(g))
+    if (g->geng->split == NULL || nblocks < 2 || !split_key(g))
         return -1;
-    if (!g->geng->split_get(&g->st, ghash, j.ctr0, h))
+    if (!g->geng->split->get(&g->st, ghash, j.ctr0, h))
         return -1;   /* not at a block boundary: the caller updates as usual */
     ngrains = nblocks * 16 / GRAIN;
     ngrains = ngrains > MAX_GRAINS ? MAX_GRAINS : ngrains < 2 ? 2 : ngrains;
@@ -143,7 +143,7 @@ int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblock
         for (int b = 0; b < 16; b++)
             ghash[b] ^= j.hash[start][b];
     }
-    g->geng->split_put(&g->st, ghash, nblocks);
+    g->geng->split->put(&g->st, ghash, nblocks);
     acc_sched_count(path, (uint64_t)nblocks * 16, 1);
     OPENSSL_cleanse(h, sizeof(h));
     OPENSSL_cleanse(hg, sizeof(hg));

@@ -5,12 +5,12 @@
  *    encrypted on engine A in random pieces (1-byte pieces included, in place or not), decrypted on
  *    engine B in other pieces: the same ciphertext and tag as engine C's one-shot encryption, the
  *    plaintext back, and a tag with one bit flipped refused by B;
- *  - the counter's 32-bit wrap, which no IV can be searched for: the message moved on by split_put
+ *  - the counter's 32-bit wrap, which no IV can be searched for: the message moved on by split->put
  *    (the same GHASH and 2^32 - k blocks on both) to just before the low word wraps, then streamed
  *    across it on each width of accelaes's engine and on intel-ipsec-mb (the checked reference): same bytes, same
  *    tag, and each engine decrypts the other's;
- *  - the split hooks of each width of accelaes's engine against its own update: split_range over a range, combined
- *    with split_put, gives the bytes and tag of a plain update.
+ *  - the split hooks of each width of accelaes's engine against its own update: split->range over a range, combined
+ *    with split->put, gives the bytes and tag of a plain update.
  * Run by tests/conformance/test_gcm_engines.py. ACCELAES_TEST_SEED varies the messages. */
 #include <stdint.h>
 #include <stdio.h>
@@ -101,13 +101,13 @@ static void wrap(const acc_gcm_engine *v, const acc_gcm_engine *r, uint64_t befo
     rnd(key, sizeof(key)), rnd(iv, 12), rnd(aad, 20), rnd(g, 16), rnd(pt, len);
     CHECK(v->set_key(&sa, key, keylen) && r->set_key(&sb, key, keylen), "set_key");
     CHECK(v->start(&sa, 1, iv, 12, aad, 20) && r->start(&sb, 1, iv, 12, aad, 20), "start");
-    CHECK(v->split_get(&sa, g, ctr_v, h) && r->split_get(&sb, g, ctr_r, h) && memcmp(ctr_v, ctr_r, 16) == 0,
-          "split_get: the counters differ");
+    CHECK(v->split->get(&sa, g, ctr_v, h) && r->split->get(&sb, g, ctr_r, h) && memcmp(ctr_v, ctr_r, 16) == 0,
+          "split->get: the counters differ");
     /* from the first data counter (low word 2) to `before` short of 2^32 */
     skip = (UINT64_C(1) << 32) - 2 - before;
     rnd(g, 16);
-    v->split_put(&sa, g, skip);
-    r->split_put(&sb, g, skip);
+    v->split->put(&sa, g, skip);
+    r->split->put(&sb, g, skip);
     CHECK(stream(v, &sa, pt, cv, len, 0, 0) && v->finish(&sa, tv, 16), "%s across the wrap", v->name);
     CHECK(stream(r, &sb, pt, cr, len, 1, 0) && r->finish(&sb, tr, 16), "%s across the wrap", r->name);
     CHECK(memcmp(cv, cr, len) == 0 && memcmp(tv, tr, 16) == 0,
@@ -117,7 +117,7 @@ static void wrap(const acc_gcm_engine *v, const acc_gcm_engine *r, uint64_t befo
         const acc_gcm_engine *e = dir ? r : v;
         acc_gcm_state *s = dir ? &sb : &sa;
         CHECK(e->start(s, 0, iv, 12, aad, 20), "start");
-        e->split_put(s, g, skip);
+        e->split->put(s, g, skip);
         CHECK(stream(e, s, dir ? cv : cr, back, len, dir, 0) && e->finish(s, dir ? tv : tr, 16)
               && memcmp(back, pt, len) == 0, "%s decrypting across the wrap", e->name);
     }
@@ -125,7 +125,7 @@ static void wrap(const acc_gcm_engine *v, const acc_gcm_engine *r, uint64_t befo
     free(pt), free(cv), free(cr), free(back);
 }
 
-/* split_get / split_range / split_put (as provider/cipher/gcm_split.c uses them, one range) against a
+/* split->get / range / put (as provider/cipher/gcm_split.c uses them, one range) against a
  * plain update of the same message; decrypting, the tag is the one the plaintext encrypts to. */
 static void split_self(const acc_gcm_engine *v, size_t head, size_t nblocks, int enc)
 {
@@ -143,18 +143,18 @@ static void split_self(const acc_gcm_engine *v, size_t head, size_t nblocks, int
               && memcmp(o2, in, len) == 0, "plain round trip");
     }
     CHECK(v->start(&sa, enc, iv, 12, key, 5) && v->update(&sa, in, o2, head), "head");
-    CHECK(v->split_get(&sa, g, ctr, h) == (head % 16 == 0), "split_get at %zu", head);
+    CHECK(v->split->get(&sa, g, ctr, h) == (head % 16 == 0), "split_get at %zu", head);
     if (head % 16 == 0) {
-        v->split_range(&sa, ctr, in + head, o2 + head, nblocks, rg);
+        v->split->range(&sa, ctr, in + head, o2 + head, nblocks, rg);
         acc_gf128_pow(h, h, nblocks);
         acc_gf128_mul(g, h);
         for (int i = 0; i < 16; i++)
             g[i] ^= rg[i];
-        v->split_put(&sa, g, nblocks);
+        v->split->put(&sa, g, nblocks);
         CHECK(v->update(&sa, in + mid, o2 + mid, len - mid), "tail");
         memcpy(t2, t1, 16);
         CHECK(v->finish(&sa, t2, 16) == 1 && memcmp(o1, o2, len) == 0 && memcmp(t1, t2, 16) == 0,
-              "split_range differs from update (head %zu, %zu blocks, enc %d)", head, nblocks, enc);
+              "split->range differs from update (head %zu, %zu blocks, enc %d)", head, nblocks, enc);
     }
     v->cleanse(&sa);
     free(in), free(o1), free(o2);

@@ -6,8 +6,8 @@
  *    one by one (the upper 96 bits never change);
  *  - GHASH combined: GHASH(X1||X2) = GHASH(X1) * H^m2 xor GHASH(X2), with the engine's ghash;
  *  - the engine's split hooks end to end: a message whose ipsec-mb counter is crafted next to the
- *    wrap, continued once by ipsec-mb's own update and once by split_get, keystream and GHASH by
- *    ranges, combine, split_put, then ipsec-mb's update and finalize in both: same bytes, same tag.
+ *    wrap, continued once by ipsec-mb's own update and once by split->get, keystream and GHASH by
+ *    ranges, combine, split->put, then ipsec-mb's update and finalize in both: same bytes, same tag.
  * Run by tests/conformance/test_gcm_split.py. */
 #include <stdint.h>
 #include <stdio.h>
@@ -145,7 +145,7 @@ static int split_like(const acc_gcm_engine *ge, acc_gcm_state *s, const acc_engi
     uint8_t st[16], ctr[16], h[16], hm[16];
     size_t per = (n + parts - 1) / parts;
 
-    if (!ge->split_get(s, st, ctr, h))
+    if (!ge->split->get(s, st, ctr, h))
         return 0;
     for (size_t b = 0; b < n; b += per) {
         size_t m = n - b < per ? n - b : per;
@@ -154,22 +154,22 @@ static int split_like(const acc_gcm_engine *ge, acc_gcm_state *s, const acc_engi
         memcpy(c, ctr, 16);
         acc_gcm_inc32(c, b);
         if (stitched) {   /* the engine's one-pass range (ipsec-mb's update on a context of its own) */
-            ge->split_range(s, c, in + 16 * b, out + 16 * b, m, part);
+            ge->split->range(s, c, in + 16 * b, out + 16 * b, m, part);
             goto combine;
         }
         if (!enc)
-            ge->ghash(s, in + 16 * b, m, part);
+            ge->split->ghash(s, in + 16 * b, m, part);
         if (!acc_gcm_ctr32(eng, k, in + 16 * b, out + 16 * b, m, c))
             return 0;
         if (enc)
-            ge->ghash(s, out + 16 * b, m, part);
+            ge->split->ghash(s, out + 16 * b, m, part);
     combine:
         acc_gf128_pow(hm, h, m);
         acc_gf128_mul(st, hm);
         for (int j = 0; j < 16; j++)
             st[j] ^= part[j];
     }
-    ge->split_put(s, st, n);
+    ge->split->put(s, st, n);
     return 1;
 }
 
@@ -219,7 +219,7 @@ static void test_engine_split(void)
         /* every field ipsec-mb keeps (hash, counter, lengths, the pending partial block) alike */
         CHECK(memcmp(&((imb_view *)&a)->msg, &((imb_view *)&b)->msg, sizeof(struct gcm_context_data)) == 0,
               "message states differ (low word %08x, %s)", lows[t / 8], enc ? "enc" : "dec");
-        CHECK(ge->split_get(&b, g1, ctr, h) == 0, "a pending partial block must refuse the split");
+        CHECK(ge->split->get(&b, g1, ctr, h) == 0, "a pending partial block must refuse the split");
         if (enc) {
             CHECK(ge->finish(&a, ta, 16) && ge->finish(&b, tb, 16), "finish");
             CHECK(memcmp(ta, tb, 16) == 0, "tags differ (low word %08x)", lows[t / 8]);
@@ -230,18 +230,18 @@ static void test_engine_split(void)
     }
     /* the combine law with the engine's ghash, from a nonzero state */
     CHECK(ge->set_key(&a, key, 16) && ge->start(&a, 1, iv, 12, aad, 0), "key");
-    CHECK(ge->split_get(&a, s0, ctr, h), "get");
+    CHECK(ge->split->get(&a, s0, ctr, h), "get");
     rnd(x, sizeof(x));
     rnd(s0, 16);
     memcpy(g12, s0, 16);
-    ge->ghash(&a, x, 8, g12);
+    ge->split->ghash(&a, x, 8, g12);
     memcpy(g1, s0, 16);
     ref_ghash(g1, h, x, 8);
     CHECK(memcmp(g1, g12, 16) == 0, "the engine's ghash is not GHASH");
     memcpy(g1, s0, 16);
-    ge->ghash(&a, x, 3, g1);
+    ge->split->ghash(&a, x, 3, g1);
     memset(g2, 0, 16);
-    ge->ghash(&a, x + 48, 5, g2);
+    ge->split->ghash(&a, x + 48, 5, g2);
     acc_gf128_pow(hm, h, 5);
     acc_gf128_mul(g1, hm);
     for (int j = 0; j < 16; j++)
