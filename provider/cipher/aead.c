@@ -155,6 +155,39 @@ int acc_aead_set_ivlen(const OSSL_PARAM *p, const char *aead, size_t min, size_t
     return 1;
 }
 
+int acc_aead_set_tag(const OSSL_PARAM *p, const acc_aead_tag_rules *r, int enc, uint8_t *buf, size_t *taglen,
+                     int *given)
+{
+    size_t sz = p->data_size;
+
+    if (r->copy_first) {
+        void *vp = buf;
+
+        /* the running libcrypto's own reading, with its own error where it refuses (3.2+ raise one) */
+        if (!OSSL_PARAM_get_octet_string(p, &vp, r->max, &sz))
+            return acc_aead_failed_to_get(p);
+    } else if (p->data_type != OSSL_PARAM_OCTET_STRING) {
+        return acc_aead_failed_to_get(p);
+    }
+    if (sz < r->min || sz > r->max || (r->even && (sz & 1))) {
+        acc_raise(r->bad_len, "%s tag of %zu bytes, expected %zu..%zu%s", r->aead, sz, r->min, r->max,
+                  r->even ? " and even" : "");
+        return 0;
+    }
+    if (p->data != NULL || !r->len_only) {
+        if (enc) {
+            acc_raise(r->on_enc, "a %s tag is set for decryption only: an encryption makes its own", r->aead);
+            return 0;
+        }
+        if (!r->copy_first)
+            memcpy(buf, p->data, sz);
+        if (given != NULL)
+            *given = 1;
+    }
+    *taglen = sz;
+    return 1;
+}
+
 int acc_aead_set_tls_aad(const OSSL_PARAM *p, uint8_t buf[ACC_AEAD_TLS_AAD_LEN], int enc, size_t taglen, int reason,
                          size_t *aad_len, size_t *pad_sz)
 {

@@ -80,6 +80,27 @@ int acc_aead_get_iv(OSSL_PARAM *p, const uint8_t *iv, size_t ivlen, size_t n);
  * another length made unusable (*iv_state FINISHED); or 0 with "failed to get" (not a size) or
  * INVALID_IV_LENGTH naming aead. The same length again changes nothing. */
 int acc_aead_set_ivlen(const OSSL_PARAM *p, const char *aead, size_t min, size_t max, size_t *ivlen, int *iv_state);
+/* How an AEAD's default takes the tag parameter ("tag", set): the lengths it accepts, and where
+ * its defaults differ. GCM (ciphercommon_gcm.c) reads the bytes with OSSL_PARAM_get_octet_string
+ * into its buffer before any check (copy_first: an encryption's tag is overwritten, then refused),
+ * and raises INVALID_TAG for a bad length and for an encryption; CCM (ciphercommon_ccm.c) checks
+ * the type, then the length (INVALID_TAG_LENGTH), takes a tag with no bytes as its length alone
+ * (len_only: the M of the next message), and raises TAG_NOT_NEEDED for an encryption's bytes. */
+typedef struct acc_aead_tag_rules {
+    const char *aead;
+    size_t min, max;      /* the tag lengths accepted (max: the buffer's room) */
+    int even;             /* only even lengths (CCM) */
+    int copy_first;       /* the bytes copied before the checks (GCM) */
+    int len_only;         /* a tag with no bytes sets the length (CCM) */
+    int bad_len, on_enc;  /* the reasons for a bad length and for a tag given to an encryption */
+} acc_aead_tag_rules;
+
+/* The tag parameter in, by the AEAD's rules: 1 with *taglen its length and, where bytes came, them
+ * in buf and *given 1 (given may be NULL); or 0 with "failed to get" (not an octet string, or for
+ * copy_first what OSSL_PARAM_get_octet_string refuses, with that function's own error) or the
+ * rules' reason. */
+int acc_aead_set_tag(const OSSL_PARAM *p, const acc_aead_tag_rules *r, int enc, uint8_t *buf, size_t *taglen,
+                     int *given);
 /* The TLS 1.2 record's AAD in (acc_aead_tls_aad, into buf): *aad_len is 13 once an AAD of that
  * length is given, even a bad one (as the defaults), *pad_sz the padding the record needs. 1, or
  * 0 with "failed to get" (not an octet string) or reason (the AEAD's: bad length or field). */

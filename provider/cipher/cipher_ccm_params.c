@@ -12,25 +12,14 @@
 
 /* ======================== Parameters ======================== */
 
+static const acc_aead_tag_rules ccm_tag = {
+    .aead = "CCM", .min = 4, .max = 16, .even = 1, .len_only = 1,
+    .bad_len = ACC_PROV_R(PROV_R_INVALID_TAG_LENGTH), .on_enc = ACC_PROV_R(PROV_R_TAG_NOT_NEEDED),
+};
+
 static int set_tag(acc_ccm_ctx *c, const OSSL_PARAM *p)
 {
-    if (p->data_type != OSSL_PARAM_OCTET_STRING)
-        return acc_aead_failed_to_get(p);
-    if ((p->data_size & 1) || p->data_size < 4 || p->data_size > 16) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_TAG_LENGTH), "CCM tag of %zu bytes, expected 4..16 and even",
-                  p->data_size);
-        return 0;
-    }
-    if (p->data != NULL) {
-        if (c->base.enc) {
-            acc_raise(ACC_PROV_R(PROV_R_TAG_NOT_NEEDED), "an encryption makes its tag");
-            return 0;
-        }
-        memcpy(c->buf, p->data, p->data_size);
-        c->tag_set = 1;
-    }
-    c->m = p->data_size;
-    return 1;
+    return acc_aead_set_tag(p, &ccm_tag, c->base.enc, c->buf, &c->m, &c->tag_set);
 }
 
 /* The nonce of 15 - L bytes: L from 2 to 8 */

@@ -224,19 +224,14 @@ int acc_gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
 
 /* ======================== set_ctx_params ======================== */
 
+static const acc_aead_tag_rules gcm_tag = {
+    .aead = "GCM", .min = 1, .max = ACC_GCM_TAG_LEN, .copy_first = 1,
+    .bad_len = ACC_PROV_R(PROV_R_INVALID_TAG), .on_enc = ACC_PROV_R(PROV_R_INVALID_TAG),
+};
+
 static int set_tag(acc_gcm_ctx *g, const OSSL_PARAM *p)
 {
-    void *vp = g->buf;
-    size_t sz;
-
-    if (!OSSL_PARAM_get_octet_string(p, &vp, ACC_GCM_TAG_LEN, &sz))
-        return failed_to_get(p);
-    if (sz == 0 || g->base.enc) {
-        acc_raise(ACC_PROV_R(PROV_R_INVALID_TAG), "a tag of 1..16 bytes is set for decryption only");
-        return 0;
-    }
-    g->taglen = sz;
-    return 1;
+    return acc_aead_set_tag(p, &gcm_tag, g->base.enc, g->buf, &g->taglen, NULL);
 }
 
 static int set_ivlen(acc_gcm_ctx *g, const OSSL_PARAM *p)
