@@ -312,8 +312,8 @@ static int msg_start(const acc_gcm_ctx *g, const acc_gcm_pipe *p, pipe_msg *m)
 
 /* One update's data, pipe by pipe: on the caller's thread, or as ranges of pipes (one pipe a
  * piece: the pipes' states are apart) on the backends that take AEAD ranges where the batch is as
- * large as they ask for (policy.c's acc_policy_ranges). A pipe's failure is raised by the caller after the run: an error raised
- * on a pool thread would land in that thread's queue. */
+ * large as they ask for (policy.c's acc_policy_ranges). A pipe's failure is raised by the caller
+ * after the run: an error raised on a pool thread would land in that thread's queue. */
 typedef struct {
     acc_gcm_ctx *g;
     acc_gcm_pipe *p;

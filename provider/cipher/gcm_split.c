@@ -1,7 +1,7 @@
 /* provider/cipher/gcm_split.c: a large GCM data update cut into ranges, which the backends that take
  * AEAD ranges run (the route is policy.c's acc_policy_ranges: the pool, over idle CPU units plus
- * the caller, from split_min). The whole blocks of one
- * update are cut into grains as policy.c's split_run cuts a CTR request; each range of grains,
+ * the caller, from split_min). The whole blocks of one update are cut into grains as the pool's
+ * block split (split.c's pool_run) cuts a CTR request; each range of grains,
  * on whichever thread, XORs its keystream and hashes its ciphertext from a zero GHASH state:
  *  - with the engine's split->range (ipsec-mb: its stitched update over a context of the range's
  *    own, counting by inc32 itself) in one pass; else
@@ -21,7 +21,7 @@
 #include "provider/route/prov.h"
 #include "scheduler/sched.h"
 
-/* As split_run (policy.c): grains of at least 16 KiB, at most 256 of them. Within a range, the
+/* As pool_run (split.c): grains of at least 16 KiB, at most 256 of them. Within a range, the
  * keystream and GHASH alternate over chunks of CHUNK blocks, so the second pass over the data
  * finds it in the core's cache. */
 #define GRAIN (16u * 1024u)
@@ -95,7 +95,7 @@ static int split_key(acc_gcm_ctx *g)
 
 int acc_gcm_split(acc_gcm_ctx *g, const uint8_t *in, uint8_t *out, size_t nblocks)
 {
-    gcm_split_job j;   /* 6 KiB on the caller's stack, as split_run's: nothing to allocate */
+    gcm_split_job j;   /* 6 KiB on the caller's stack, as pool_run's: nothing to allocate */
     uint8_t ghash[16], h[16], hg[16], hlast[16];
     size_t ngrains;
     acc_path path;

@@ -11,8 +11,9 @@
 #include "provider/route/xts_split.h"
 #include "scheduler/sched.h"
 
-/* Grains as the pool's block split's (split.c): at least 16 KiB, at most 256 of them, and a multiple of 64
- * blocks so a range's start has no bits below 2^6 (fewer multiplications, see tweak_at). */
+/* Grains as the pool's block split's (split.c): at least 16 KiB, at most 256 of them, and a
+ * multiple of 64 blocks so a range's start has no bits below 2^6 (fewer multiplications, see
+ * tweak_at). */
 #define XTS_GRAIN (16u * 1024u)
 #define XTS_MAX_GRAINS 256
 
