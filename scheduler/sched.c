@@ -161,6 +161,19 @@ static void discover_cpus(acc_shm_table *t)
     }
 }
 
+/* Counts made while no slot was ours (the table lock was busy when we attached: many processes
+ * starting at once on few cores) move into the slot now; they reached the totals already. */
+static void adopt_own_counts(acc_shm_proc *p)
+{
+    acc_shm_proc *o = &g.own_proc;
+    for (unsigned i = 0; i < ACC_PATH_MAX; i++) {
+        ACC_ADD(&p->bytes[i], __atomic_exchange_n(&o->bytes[i], 0, __ATOMIC_RELAXED));
+        ACC_ADD(&p->requests[i], __atomic_exchange_n(&o->requests[i], 0, __ATOMIC_RELAXED));
+    }
+    for (unsigned i = 0; i < ACC_EV_MAX; i++)
+        ACC_ADD(&p->events[i], __atomic_exchange_n(&o->events[i], 0, __ATOMIC_RELAXED));
+}
+
 /* A slot for our counters; a slot whose process died (or whose pid was reused) is taken
  * over: its counts already reached the totals when they were published. */
 static void claim_slot(acc_shm_table *t)
@@ -180,6 +193,7 @@ static void claim_slot(acc_shm_table *t)
             ACC_STORE(&p->start_time, start);
             ACC_STORE_REL(&p->pid, g.pid);
             ACC_STORE_REL(&g.proc, p);
+            adopt_own_counts(p);
             return;
         }
     }
@@ -253,6 +267,8 @@ static acc_shm_table *init_slow(void)
         g.forked = 0;      /* from here on, this process is attached as any other */
         acc_shm_table *t = g.tab;
         if (t != NULL && acc_shm_lock(t) == 0) {
+            if (ACC_LOAD(&g.proc) == &g.own_proc)   /* the lock was busy at attach: a slot now */
+                claim_slot(t);
             g.cpus.n = 0;
             discover_cpus(t);
             acc_shm_unlock(t);
