@@ -19,6 +19,7 @@
 #include <openssl/proverr.h>
 #include <openssl/provider.h>
 #include "provider/base/compat.h"
+#include "provider/base/names.h"
 
 static acc_compat_flags flags;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -114,7 +115,7 @@ static int takes_num_16(OSSL_PROVIDER *prov)
     void *ctx;
     int ok;
 
-    if (!find_cipher(prov, "AES-128-ECB", &f) || (ctx = f.newctx(f.provctx)) == NULL)
+    if (!find_cipher(prov, ACC_NAME_AES_128_ECB, &f) || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
     ok = f.set(ctx, p);
     f.freectx(ctx);
@@ -137,7 +138,7 @@ static int mb_refuses_interleave_5(OSSL_PROVIDER *prov)
     void *ctx;
     int r = -1;
 
-    if (!find_cipher(prov, "AES-128-CBC-HMAC-SHA1", &f) || (ctx = f.newctx(f.provctx)) == NULL)
+    if (!find_cipher(prov, ACC_NAME_AES_128_CBC_HMAC_SHA1, &f) || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
     if (f.einit(ctx, key, sizeof(key), NULL, 0, NULL) && f.set(ctx, mk))
         r = !f.set(ctx, mb);
@@ -157,7 +158,7 @@ static int iv_tries_pointer_first(OSSL_PROVIDER *prov)
     void *ctx;
     int r = -1;
 
-    if (!find_cipher(prov, "AES-128-CBC", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+    if (!find_cipher(prov, ACC_NAME_AES_128_CBC, &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
     ERR_raise(ERR_LIB_USER, 1);
     if (f.einit(ctx, key, sizeof(key), iv, sizeof(iv), NULL) && f.get(ctx, p))
@@ -203,7 +204,7 @@ static int gcm_final_raises(OSSL_PROVIDER *prov)
     void *ctx;
     int r = -1;
 
-    if (!find_cipher(prov, "AES-128-GCM", &f) || f.dinit == NULL || f.final == NULL
+    if (!find_cipher(prov, ACC_NAME_AES_128_GCM, &f) || f.dinit == NULL || f.final == NULL
         || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
     if (f.dinit(ctx, key, sizeof(key), iv, sizeof(iv), NULL)) {
@@ -224,7 +225,7 @@ static int gcm_get_iv_generates(OSSL_PROVIDER *prov)
     void *ctx;
     int r = -1;
 
-    if (!find_cipher(prov, "AES-128-GCM", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+    if (!find_cipher(prov, ACC_NAME_AES_128_GCM, &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
     if (f.einit(ctx, key, sizeof(key), NULL, 0, NULL))
         r = f.get(ctx, p) == 1;
@@ -264,7 +265,7 @@ static int gcm_get_walks_request(OSSL_PROVIDER *prov)
     void *ctx;
     int r = -1;
 
-    if (!find_cipher(prov, "AES-128-GCM", &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
+    if (!find_cipher(prov, ACC_NAME_AES_128_GCM, &f) || f.get == NULL || (ctx = f.newctx(f.provctx)) == NULL)
         return -1;
     if (f.einit(ctx, key, sizeof(key), iv, sizeof(iv), NULL) && !f.get(ctx, p))
         r = !OSSL_PARAM_modified(&p[1]);
@@ -279,7 +280,7 @@ static void *ccm_ctx(OSSL_PROVIDER *prov, int dec, cipher_fns *f)
     static const unsigned char key[16], nonce[7];
     void *ctx;
 
-    if (!find_cipher(prov, "AES-128-CCM", f) || f->einit == NULL || f->dinit == NULL || f->final == NULL
+    if (!find_cipher(prov, ACC_NAME_AES_128_CCM, f) || f->einit == NULL || f->dinit == NULL || f->final == NULL
         || f->cipher == NULL || f->get == NULL || (ctx = f->newctx(f->provctx)) == NULL)
         return NULL;
     if (!(dec ? f->dinit(ctx, key, sizeof(key), nonce, sizeof(nonce), NULL)
@@ -407,22 +408,22 @@ static void find_flags(void)
     if ((lc = OSSL_LIB_CTX_new()) != NULL)
         def = OSSL_PROVIDER_load(lc, "default");
     flags.num_below_blocksize = ask(negated(takes_num_16(def)), since_3_5);
-    flags.gcm_iv_generated = ask(lists(def, "AES-128-GCM", GETTABLE_CTX, "iv-generated"), since_3_5);
+    flags.gcm_iv_generated = ask(lists(def, ACC_NAME_AES_128_GCM, GETTABLE_CTX, "iv-generated"), since_3_5);
     flags.mb_aad_checked = ask(mb_refuses_interleave_5(def), since_3_5);
     flags.iv_param_by_type = ask(negated(iv_tries_pointer_first(def)), since_3_6);
-    flags.alg_encrypt_then_mac = ask(lists(def, "AES-128-CBC", GETTABLE, "encrypt-then-mac"), since_3_6);
+    flags.alg_encrypt_then_mac = ask(lists(def, ACC_NAME_AES_128_CBC, GETTABLE, "encrypt-then-mac"), since_3_6);
     flags.stitched_lists_tls_version =
-        ask(lists(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, "tls-version"), !since_3_6);
+        ask(lists(def, ACC_NAME_AES_128_CBC_HMAC_SHA1, SETTABLE_CTX, "tls-version"), !since_3_6);
     flags.stitched_settable_multiblock_first = ask(
-        lists_at(def, "AES-128-CBC-HMAC-SHA1", SETTABLE_CTX, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, 1),
+        lists_at(def, ACC_NAME_AES_128_CBC_HMAC_SHA1, SETTABLE_CTX, OSSL_CIPHER_PARAM_TLS1_MULTIBLOCK_MAX_SEND_FRAGMENT, 1),
         since_4_0);
     flags.gcm_final_tag_not_set = ask(gcm_final_raises(def), since_4_0);
     flags.gcm_get_iv_generates = ask(gcm_get_iv_generates(def), since_4_0);
     flags.gcm_get_walks_request = ask(gcm_get_walks_request(def), since_3_5 && !since_3_6);
     flags.repeated_param_refused[ACC_DECODER_COMMON] =
-        ask(refuses_repeated(def, "AES-128-ECB", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_3_6);
+        ask(refuses_repeated(def, ACC_NAME_AES_128_ECB, 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_3_6);
     flags.repeated_param_refused[ACC_DECODER_STITCHED] =
-        ask(refuses_repeated(def, "AES-128-CBC-HMAC-SHA1", 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_4_0);
+        ask(refuses_repeated(def, ACC_NAME_AES_128_CBC_HMAC_SHA1, 0, OSSL_CIPHER_PARAM_IVLEN, 0), since_4_0);
     flags.ccm_final_strict = ask(ccm_final_strict(def), since_3_5);
     flags.ccm_final_runs_empty = ask(ccm_final_runs_empty(def), since_3_5);
     flags.ccm_tag_not_set = ask(ccm_tag_not_set_raised(def), since_4_0);
@@ -430,7 +431,7 @@ static void find_flags(void)
     flags.ccm_iv_room[1] = ask(ccm_iv_room(def, OSSL_CIPHER_PARAM_UPDATED_IV), 32);
     flags.ccm_blocks_dir_at_key = ask(ccm_blocks_dir_at_key(def), 0);
     flags.repeated_param_refused[ACC_DECODER_XTS_SET] =
-        ask(refuses_repeated(def, "AES-128-XTS", 1, OSSL_CIPHER_PARAM_KEYLEN, 32), since_4_0);
+        ask(refuses_repeated(def, ACC_NAME_AES_128_XTS, 1, OSSL_CIPHER_PARAM_KEYLEN, 32), since_4_0);
     if (def != NULL)
         OSSL_PROVIDER_unload(def);
     OSSL_LIB_CTX_free(lc);
