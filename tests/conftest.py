@@ -62,12 +62,14 @@ SEED = int(os.environ.get("ACCELAES_TEST_SEED", str(random.SystemRandom().randra
 def pytest_configure(config):
     config.addinivalue_line("markers", "machine_wide: the test changes state every process on this machine sees "
                             "(a real user's /accelaes.<uid> segment); under pytest-xdist it runs alone")
+    config.addinivalue_line("markers", "alone: the test judges CPU against wall time, which tests beside it would "
+                            "spoil (it skips, saying so, on an oversubscribed machine); under pytest-xdist it runs alone")
 
 
 @pytest.fixture(autouse=True)
 def machine_wide_lock(request, tmp_path_factory):
-    """make check runs the suite in pytest-xdist workers. A machine_wide test must not run beside any other,
-    so every test holds a shared flock and a machine_wide one an exclusive one. Both pass a gate lock first:
+    """make check runs the suite in pytest-xdist workers. A machine_wide or alone test must not run beside any other,
+    so every test holds a shared flock and such a test an exclusive one. Both pass a gate lock first:
     a machine_wide test waiting at the main lock holds the gate, so new tests cannot keep it starved.
     Outside xdist (or in a child pytest a test starts, which has no workerinput) nothing runs beside."""
     if not hasattr(request.config, "workerinput"):
@@ -75,7 +77,7 @@ def machine_wide_lock(request, tmp_path_factory):
         return
     # A worker's basetemp is <the run's basetemp>/<worker id>: the parent is this run's alone.
     run_dir = tmp_path_factory.getbasetemp().parent
-    exclusive = request.node.get_closest_marker("machine_wide") is not None
+    exclusive = any(request.node.get_closest_marker(m) is not None for m in ("machine_wide", "alone"))
     with open(run_dir / "machine-wide.gate", "a") as gate, open(run_dir / "machine-wide.lock", "a") as lock:
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)

@@ -207,6 +207,7 @@ emit({"same": same, "ratio": max(ratios), "ref": max(refs)})
 """
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("device", ["process", "inline"])
 def test_gpu_waits_block(require_provider, device):
     need_device()
