@@ -62,8 +62,9 @@ SEED = int(os.environ.get("ACCELAES_TEST_SEED", str(random.SystemRandom().randra
 def pytest_configure(config):
     config.addinivalue_line("markers", "machine_wide: the test changes state every process on this machine sees "
                             "(a real user's /accelaes.<uid> segment); under pytest-xdist it runs alone")
-    config.addinivalue_line("markers", "alone: the test judges CPU against wall time, which tests beside it would "
-                            "spoil (it skips, saying so, on an oversubscribed machine); under pytest-xdist it runs alone")
+    config.addinivalue_line("markers", "alone: the test judges CPU against wall time, which tests beside it "
+                            "would spoil (it skips, saying so, on an oversubscribed machine); under pytest-xdist "
+                            "it runs alone")
 
 
 @pytest.fixture(autouse=True)
