@@ -117,6 +117,11 @@ static void repair_after_death(acc_shm_table *t)
 
 int acc_shm_lock(acc_shm_table *t)
 {
+    return acc_shm_lock_wait(t, ACC_SHM_LOCK_WAIT_NS);
+}
+
+int acc_shm_lock_wait(acc_shm_table *t, uint64_t wait_ns)
+{
     acc_owner_word me = self_word();
     uint64_t deadline = 0;
     /* Sections under this lock are short scans: spin a little, then sleep in short slices,
@@ -135,7 +140,7 @@ int acc_shm_lock(acc_shm_table *t)
         }
         uint64_t now = acc_now_ns();
         if (deadline == 0)
-            deadline = now + ACC_SHM_LOCK_WAIT_NS;
+            deadline = now + wait_ns;
         else if (now >= deadline)
             return -1;
         struct timespec ts = { 0, 50000 };

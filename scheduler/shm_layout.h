@@ -142,6 +142,11 @@ void acc_lock_release(acc_owner_word *w, acc_owner_word me);
  * microseconds, so the wait is short: it bounds what a hostile word costs a request. */
 #define ACC_SHM_LOCK_WAIT_NS 2000000ull
 int acc_shm_lock(acc_shm_table *t);
+/* The same with a wait of wait_ns: for what a process does once and cannot redo later (registering
+ * a device's units), where a holder preempted for a few time slices on a loaded machine must not
+ * turn into a lasting fallback. */
+#define ACC_SHM_LOCK_ONCE_NS 250000000ull
+int acc_shm_lock_wait(acc_shm_table *t, uint64_t wait_ns);
 void acc_shm_unlock(acc_shm_table *t);
 
 /* The number of units, bounded by the table size (the shm value is not trusted). */

@@ -179,7 +179,9 @@ int acc_sched_add_device_units(acc_unit_kind kind, int n, int node, const char *
         n = MAX_DEVICE_SLOTS;
     if (node < -1)
         node = -1;
-    if (acc_shm_lock(t) != 0)
+    /* Once per process: a 2 ms wait lost to a preempted holder would leave the device unused
+     * by this process for its whole life. */
+    if (acc_shm_lock_wait(t, ACC_SHM_LOCK_ONCE_NS) != 0)
         return 0;
     int have = 0, total = 0;
     uint32_t nu = acc_shm_nunits(t);

@@ -147,6 +147,41 @@ static void test_gpu_and_fifo(void)
     CHECK(acc_sched_add_gpu_units(1000, 0, NULL) <= n2 + 64, "slot count capped");
 }
 
+/* ---- registering a device while another thread holds the table lock ---- */
+static volatile int holder_has_lock;
+
+static void *hold_table_lock(void *arg)
+{
+    acc_shm_table *t = arg;
+    if (acc_shm_lock(t) != 0)
+        return NULL;
+    ACC_STORE(&holder_has_lock, 1);
+    sleep_us(30000);   /* a holder preempted for a few time slices: 15 times the short wait */
+    acc_shm_unlock(t);
+    return NULL;
+}
+
+/* Registration happens once per process: a busy lock must delay it, not turn the device off
+ * for the process's life (a CI run on 2 loaded vCPUs once lost that race). */
+static void test_register_busy_lock(void)
+{
+    acc_shm_table *t = acc_sched_table();
+    pthread_t th;
+    holder_has_lock = 0;
+    CHECK(t != NULL && pthread_create(&th, NULL, hold_table_lock, t) == 0, "holder thread");
+    for (int w = 0; w < 5000 && !ACC_LOAD(&holder_has_lock); w++)
+        sleep_us(200);
+    CHECK(ACC_LOAD(&holder_has_lock), "the holder took the table lock");
+    uint64_t t0 = acc_now_ns();
+    int n = acc_sched_add_gpu_units(1, 0, "test-gpu-busy");
+    uint64_t waited = acc_now_ns() - t0;
+    pthread_join(th, NULL);
+    CHECK(n >= 1, "registration behind a 30 ms holder returned %d after %llu us", n,
+          (unsigned long long)(waited / 1000));
+    CHECK(waited >= ACC_SHM_LOCK_WAIT_NS, "registration waited for the holder: %llu us",
+          (unsigned long long)(waited / 1000));
+}
+
 /* ---- a thread that dies holding a unit ---- */
 static void *die_holding(void *arg)
 {
@@ -309,6 +344,7 @@ int main(void)
     test_never_oversubscribed(0);
     test_never_oversubscribed(1);
     test_gpu_and_fifo();
+    test_register_busy_lock();
     test_thread_death();
     test_counters();
     test_start_time();
