@@ -153,9 +153,7 @@ $(BUILD)/accelaes-cuda.so: $(CUDA_SRC) $(wildcard accel/cuda/*.h accel/cuda/*.cu
 # marked machine_wide run alone (tests/conftest.py). Without xdist, or CHECK_JOBS=0: one process.
 CHECK_JOBS ?= 4
 CHECK_TIERS ?= unit conformance
-PYTEST_TIERS = if [ "$(CHECK_JOBS)" = 0 ]; then par=""; \
-  elif $(PYTHON) -c 'import xdist' 2>/dev/null; then par="-n $(CHECK_JOBS) --dist loadfile"; \
-  else par=""; echo "note: pytest-xdist not installed: the suite runs in one process (make test-deps)" >&2; fi; \
+PYTEST_TIERS = par=$$(sh scripts/dev/pytest-jobs.sh $(PYTHON) $(CHECK_JOBS)); \
   echo "ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par $(1)"; \
   ACCELAES_BUILD_DIR=$(BUILD) $(PYTHON) -m pytest -q -ra $$par $(1)
 .PHONY: check test-unit test-conformance test-system

@@ -82,10 +82,7 @@ if [ "$kind" = asan ]; then
   # ASAN_OPTIONS says: the setuid test of tests/system/test_faults.py is left to the plain suite.
   # In SAN_JOBS pytest-xdist workers, as make check runs (machine_wide tests still run alone): one process
   # took 15 of CI's 90 minutes.
-  par=""
-  if [ "${SAN_JOBS:-4}" != 0 ] && $PYTHON -c 'import xdist' 2>/dev/null; then
-    par="-n ${SAN_JOBS:-4} --dist loadfile"
-  fi
+  par=$(sh scripts/dev/pytest-jobs.sh "$PYTHON" "${SAN_JOBS:-4}")
   ASAN_OPTIONS="$common:detect_leaks=0" LD_PRELOAD="$rt" $PYTHON -m pytest -q -ra -p no:cacheprovider --durations=10 $par \
     --deselect tests/system/test_faults.py::test_setuid_program_ignores_environment tests/ "$@" \
     || status=1
