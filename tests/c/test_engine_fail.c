@@ -164,6 +164,9 @@ static EVP_CIPHER_CTX *acc_ctx(int mode, const uint8_t *key, const uint8_t *iv, 
     return x;
 }
 
+/* Long enough that the policy splits it over the pool (when it has more than one CPU unit). */
+#define SPLIT_LEN (1 << 18)
+
 /* Update (api 0) or EVP_Cipher (api 1) on len bytes, the fault armed. A fault that fired must fail
  * the call; one that did not (no pool thread took part) must leave it right. A pool-only fault, and
  * one after passes, are tried a few times: the pool may not take part in a given call (its adaptive
@@ -171,7 +174,7 @@ static EVP_CIPHER_CTX *acc_ctx(int mode, const uint8_t *key, const uint8_t *iv, 
  * ASan in CI), and every try is checked. */
 static void update_case(int mode, size_t len, int api, int on_pool_only, int n_skip)
 {
-    static uint8_t in[1 << 18], out[(1 << 18) + 16], want[1 << 18];
+    static uint8_t in[SPLIT_LEN], out[SPLIT_LEN + 16], want[SPLIT_LEN];
     const size_t whole = len & ~(size_t)15;
     uint8_t key[16], iv[16];
     char what[160];
@@ -209,7 +212,7 @@ static void update_case(int mode, size_t len, int api, int on_pool_only, int n_s
         ERR_clear_error();
         EVP_CIPHER_CTX_free(x);
     }
-    if (!fired_once && (on_pool_only || len >= (1 << 18)) && acc_sched_cpu_units() < 2)
+    if (!fired_once && (on_pool_only || len >= SPLIT_LEN) && acc_sched_cpu_units() < 2)
         printf("skip: %s: one CPU unit, nothing is split\n", what);
     else
         check(fired_once, "%s: the fault fired", what);
@@ -303,7 +306,7 @@ static int learn_lib(void)
 
 static void provider_tests(void)
 {
-    static const size_t sizes[] = { 64, 4096, 1 << 18 };   /* cipher_aes.c inline, policy inline, split */
+    static const size_t sizes[] = { 64, 4096, SPLIT_LEN };   /* cipher_aes.c inline, policy inline, split */
 
     if (!OSSL_PROVIDER_add_builtin(NULL, "accelaes", OSSL_provider_init)
         || (prov_def = OSSL_PROVIDER_load(NULL, "default")) == NULL
@@ -324,8 +327,8 @@ static void provider_tests(void)
             update_case(m, sizes[i], 0, 0, 0);
         update_case(m, 4096, 1, 0, 0);
         if (m != CBC_ENC) {                  /* CBC encryption is serial: never split */
-            update_case(m, 1 << 18, 0, 1, 0);
-            update_case(m, 1 << 18, 0, 0, 3);
+            update_case(m, SPLIT_LEN, 0, 1, 0);
+            update_case(m, SPLIT_LEN, 0, 0, 3);
         }
     }
     update_case(CTR, 5, 0, 0, 0);            /* the keystream block alone */
