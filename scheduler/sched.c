@@ -251,14 +251,16 @@ static void attach_locked(void)
     ACC_STORE_REL(&g.tab, t);
 }
 
-static acc_shm_table *init_slow(void)
+/* wait_ns: how long the table lock may be waited for (a request's short wait, or a once-only
+ * caller's long one, which also ignores the retry time a request's failure set). */
+static acc_shm_table *init_slow(uint64_t wait_ns)
 {
     pthread_once(&g_once, init_once);
     if (!acc_sched_kernel_ok())
         return NULL;
     /* The table lock could not be had lately (a word another process wrote): do not wait for it
      * on every request; such requests run inline. */
-    if (acc_now_ns() < ACC_LOAD(&g.retry_ns))
+    if (wait_ns <= ACC_SHM_LOCK_WAIT_NS && acc_now_ns() < ACC_LOAD(&g.retry_ns))
         return NULL;
     pthread_mutex_lock(&g.lock);
     if (!ACC_LOAD(&g.ready)) {
@@ -266,7 +268,7 @@ static acc_shm_table *init_slow(void)
             attach_locked();
         g.forked = 0;      /* from here on, this process is attached as any other */
         acc_shm_table *t = g.tab;
-        if (t != NULL && acc_shm_lock(t) == 0) {
+        if (t != NULL && acc_shm_lock_wait(t, wait_ns) == 0) {
             if (ACC_LOAD(&g.proc) == &g.own_proc)   /* the lock was busy at attach: a slot now */
                 claim_slot(t);
             g.cpus.n = 0;
@@ -317,7 +319,14 @@ acc_shm_table *acc_sched_table(void)
 {
     if (__builtin_expect(ACC_LOAD_ACQ(&g.ready), 1))
         return g.tab;
-    return init_slow();
+    return init_slow(ACC_SHM_LOCK_WAIT_NS);
+}
+
+acc_shm_table *acc_sched_table_once(void)
+{
+    if (__builtin_expect(ACC_LOAD_ACQ(&g.ready), 1))
+        return g.tab;
+    return init_slow(ACC_SHM_LOCK_ONCE_NS);
 }
 
 acc_shm_table *acc_sched_count_table(void)

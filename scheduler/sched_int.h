@@ -11,9 +11,13 @@
 #include "scheduler/sched.h"
 #include "scheduler/shm_layout.h"
 
-/* The table this process uses (shared or private), initialising it on first use. Never NULL
- * unless even an anonymous mapping failed. */
+/* The table this process uses (shared or private), initialising it on first use. NULL in a forked
+ * child the kernel may not serve (acc_sched_kernel_ok), when even an anonymous mapping failed, and
+ * for INIT_RETRY_NS after the table lock could not be had within a request's wait. */
 acc_shm_table *acc_sched_table(void);
+/* The same for what a process does once and cannot redo (registering a device's units): the table
+ * lock waited for up to ACC_SHM_LOCK_ONCE_NS, not a request's 2 ms. */
+acc_shm_table *acc_sched_table_once(void);
 
 /* This process's slot (in the table, or a private one when the table is full), initialising. */
 acc_shm_proc *acc_sched_proc(void);

@@ -123,7 +123,7 @@ int acc_sched_try_kind(acc_shm_table *t, acc_unit_kind kind)
 
 int acc_sched_try_acquire(acc_unit_kind kind)
 {
-    acc_shm_table *t = acc_sched_table();
+    acc_shm_table *t = acc_sched_table_once();
     if (t == NULL || !acc_unit_kind_valid(kind))
         return -1;
     acc_sched_sweep(t, kind);
@@ -170,7 +170,7 @@ int acc_sched_add_gpu_units(int n, int node, const char *devname)
 
 int acc_sched_add_device_units(acc_unit_kind kind, int n, int node, const char *devname)
 {
-    acc_shm_table *t = acc_sched_table();
+    acc_shm_table *t = acc_sched_table_once();
     if (t == NULL || !acc_unit_kind_valid(kind) || acc_unit_kinds[kind].per_core)
         return 0;
     char name[ACC_SHM_DEVNAME];

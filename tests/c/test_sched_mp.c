@@ -371,17 +371,14 @@ static int shm_off_child(void *arg)
     return rc;
 }
 
-static int sched_worker(int argc, char **argv);
+#include "tests/c/test_sched_worker.h" /* sched_worker: the re-executed side of these tests */
 
-/* Many processes starting at once can find the table lock busy for longer than attach waits
- * (ACC_SHM_LOCK_WAIT_NS); such a process still gets its slot, with its counts, at its first use of
- * the table (a gpu_multi worker with 8 processes on 2 cores once showed 0 bytes in accelaes-stat). */
-static void test_late_slot(void)
+/* A re-executed worker (test_sched_mp worker MODE ARG) with its stdin and stdout piped to us. */
+static pid_t spawn_worker(const char *mode, const char *arg, int *to, FILE **from)
 {
-    acc_shm_table *t = acc_sched_table();
     int in[2], out[2];
-    CHECK(t != NULL && pipe(in) == 0 && pipe(out) == 0, "pipes");
-    CHECK(acc_shm_lock(t) == 0, "parent takes the table lock");
+    if (pipe(in) != 0 || pipe(out) != 0)
+        return -1;
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -389,24 +386,63 @@ static void test_late_slot(void)
         dup2(out[1], 1);
         close(in[1]);
         close(out[0]);
-        execl("/proc/self/exe", "test_sched_mp", "worker", "lateslot", (char *)NULL);
+        execl("/proc/self/exe", "test_sched_mp", "worker", mode, arg, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
-    FILE *r = fdopen(out[0], "r");
+    *to = in[1];
+    *from = fdopen(out[0], "r");
+    return pid;
+}
+
+/* Many processes starting at once can find the table lock busy for longer than attach waits
+ * (ACC_SHM_LOCK_WAIT_NS); such a process still gets its slot, with its counts, at its first use of
+ * the table (a gpu_multi worker with 8 processes on 2 cores once showed 0 bytes in accelaes-stat). */
+static void test_late_slot(void)
+{
+    acc_shm_table *t = acc_sched_table();
+    int to = -1;
+    FILE *r = NULL;
+    CHECK(t != NULL && acc_shm_lock(t) == 0, "parent takes the table lock");
+    pid_t pid = spawn_worker("lateslot", NULL, &to, &r);
     char line[64] = "";
-    CHECK(r != NULL && fgets(line, sizeof(line), r) != NULL, "worker attached");
+    CHECK(pid > 0 && r != NULL && fgets(line, sizeof(line), r) != NULL, "worker attached");
     acc_shm_unlock(t);
     CHECK(strcmp(line, "attached slot 0\n") == 0, "the lock held: no slot at attach (%s)", line);
-    CHECK(write(in[1], "go\n", 3) == 3, "go");
-    close(in[1]);
+    CHECK(write(to, "go\n", 3) == 3, "go");
+    close(to);
     line[0] = '\0';
     if (r != NULL && fgets(line, sizeof(line), r) == NULL)
         line[0] = '\0';
     int st = 0;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a slot at first use, with the earlier counts (%s)", line);
+    if (r != NULL)
+        fclose(r);
+}
+
+/* A process whose first use of the table is registering a device, while another holds the table
+ * lock for 30 ms (preempted on loaded cores): the registration waits for it instead of leaving
+ * the process without the device for its life (CI: 'no GPU unit could be registered'). */
+static void test_late_device(void)
+{
+    acc_shm_table *t = acc_sched_table();
+    int to = -1;
+    FILE *r = NULL;
+    CHECK(t != NULL && acc_shm_lock(t) == 0, "parent takes the table lock");
+    pid_t pid = spawn_worker("gpu", "1", &to, &r);
+    sleep_us(30000);
+    acc_shm_unlock(t);
+    char line[64] = "";
+    int n = -1;
+    if (pid > 0 && r != NULL && fgets(line, sizeof(line), r) != NULL)
+        n = sscanf(line, "gpu_units %d", &n) == 1 ? n : -1;
+    CHECK(n >= 1, "a device registered behind a 30 ms holder (%s)", line);
+    if (to >= 0)
+        close(to);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
     if (r != NULL)
         fclose(r);
 }
@@ -425,113 +461,9 @@ int main(int argc, char **argv)
     test_death_in_table_lock();
     test_corrupt();
     test_late_slot();
+    test_late_device();
     CHECK(in_child(shm_off_child, NULL) == 0, "shm = off");
     shm_unlink(segname);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
-}
-
-/* ---- worker for tests/system/test_sched.py ---- */
-static acc_unit_kind kind_of(const char *s)
-{
-    return strcmp(s, "gpu") == 0 ? ACC_UNIT_GPU : ACC_UNIT_CPU;
-}
-
-static int sched_worker(int argc, char **argv)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    acc_sched_conf conf = { 1, 0 };
-    acc_sched_configure(&conf);
-    if (argc >= 1 && strcmp(argv[0], "info") == 0) {
-        printf("shared %d cpu_units %d\n", acc_sched_is_shared(), acc_sched_cpu_units());
-        return 0;
-    }
-    if (argc >= 2 && strcmp(argv[0], "gpu") == 0) {
-        printf("gpu_units %d\n", acc_sched_add_gpu_units(atoi(argv[1]), 0, "test-gpu"));
-        return 0;
-    }
-    if (argc >= 2 && strcmp(argv[0], "hold") == 0) {
-        /* Take a unit, say which, and keep it until stdin closes (or a kill -9). */
-        int id = acc_sched_acquire(kind_of(argv[1]), -1);
-        printf("held %d\n", id);
-        char buf[64];
-        while (fgets(buf, sizeof(buf), stdin) != NULL)
-            ;
-        acc_sched_release(id, 4096, 1);
-        printf("released\n");
-        return id >= 0 ? 0 : 1;
-    }
-    if (argc >= 3 && strcmp(argv[0], "wait") == 0) {
-        /* Wait in the FIFO, then append our tag to the log file. */
-        printf("waiting\n");
-        int id = acc_sched_acquire(kind_of(argv[1]), 30 * 1000000L);
-        if (id < 0)
-            return 1;
-        int fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT, 0600);
-        char line[64];
-        int n = snprintf(line, sizeof(line), "%s\n", argc >= 4 ? argv[3] : "?");
-        int ok = fd >= 0 && write(fd, line, (size_t)n) == n;
-        if (fd >= 0)
-            close(fd);
-        sleep_us(20000);
-        acc_sched_release(id, 0, 1);
-        return ok ? 0 : 1;
-    }
-    if (argc >= 1 && strcmp(argv[0], "takeall") == 0) {
-        /* Take every CPU unit we may use (recovering dead owners' ones), then give them back. */
-        int held[ACC_SHM_MAX_UNITS], n = 0, x;
-        for (int i = 0; i < 200 && n < acc_sched_cpu_units(); i++) {
-            while ((x = acc_sched_try_acquire(ACC_UNIT_CPU)) >= 0)
-                held[n++] = x;
-            if (n < acc_sched_cpu_units())
-                sleep_us(5000);
-        }
-        printf("took %d recoveries %llu\n", n, (unsigned long long)acc_sched_proc()->events[ACC_EV_RECOVERY]);
-        for (int i = 0; i < n; i++)
-            acc_sched_release(held[i], 0, 0);
-        return 0;
-    }
-    if (argc >= 5 && strcmp(argv[0], "count") == 0) {
-        /* inline bytes (in 16-byte calls), split, batch, gpu bytes; then events; exit
-         * publishes the buffered inline counts. */
-        unsigned long long in = strtoull(argv[1], NULL, 0);
-        for (unsigned long long i = 0; i < in / 16; i++)
-            acc_sched_count(ACC_PATH_INLINE, 16, 1);
-        acc_sched_count(ACC_PATH_SPLIT, strtoull(argv[2], NULL, 0), 1);
-        acc_sched_count(ACC_PATH_BATCH, strtoull(argv[3], NULL, 0), 1);
-        acc_sched_count(ACC_PATH_GPU, strtoull(argv[4], NULL, 0), 1);
-        if (argc >= 6)
-            for (int i = 0; i < atoi(argv[5]); i++)
-                acc_sched_event(ACC_EV_GPU_FALLBACK);
-        printf("counted\n");
-        if (argc >= 7 && strcmp(argv[6], "stay") == 0) {
-            char buf[64];
-            while (fgets(buf, sizeof(buf), stdin) != NULL)
-                ;
-        }
-        return 0;
-    }
-    if (argc >= 1 && strcmp(argv[0], "lateslot") == 0) {
-        /* Started while the parent holds the table lock (test_late_slot): attach finds it busy
-         * and counts go to no slot; once the parent lets go (a line on stdin), the first use of
-         * the table claims one, and it must hold what was counted before. */
-        acc_sched_attach();
-        acc_shm_table *t = acc_sched_count_table();
-        acc_sched_count(ACC_PATH_SPLIT, 4096, 1);
-        acc_sched_event(ACC_EV_GPU_FALLBACK);
-        acc_shm_proc *p = acc_sched_count_proc();
-        printf("attached slot %d\n", t != NULL && p >= t->procs && p < t->procs + ACC_SHM_MAX_PROCS);
-        char buf[64];
-        if (fgets(buf, sizeof(buf), stdin) == NULL)
-            return 3;
-        t = acc_sched_table();
-        p = acc_sched_count_proc();
-        int ok = t != NULL && p >= t->procs && p < t->procs + ACC_SHM_MAX_PROCS && p->pid == getpid()
-                 && p->bytes[ACC_PATH_SPLIT] == 4096 && p->requests[ACC_PATH_SPLIT] == 1
-                 && p->events[ACC_EV_GPU_FALLBACK] == 1;
-        printf("late slot %d\n", ok);
-        return ok ? 0 : 1;
-    }
-    fprintf(stderr, "usage: test_sched_mp worker lateslot|info|gpu N|hold cpu|gpu|wait KIND LOG TAG|takeall|count IN SPLIT BATCH GPU [FALLBACKS [stay]]\n");
-    return 2;
 }
