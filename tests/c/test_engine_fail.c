@@ -306,7 +306,7 @@ static int learn_lib(void)
 
 static void provider_tests(void)
 {
-    static const size_t sizes[] = { 64, 4096, SPLIT_LEN };   /* cipher_aes.c inline, policy inline, split */
+    static const size_t sizes[] = { 64, 4096, SPLIT_LEN }; /* cipher_aes.c inline, policy inline, split */
 
     if (!OSSL_PROVIDER_add_builtin(NULL, "accelaes", OSSL_provider_init)
         || (prov_def = OSSL_PROVIDER_load(NULL, "default")) == NULL

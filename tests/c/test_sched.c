@@ -156,7 +156,7 @@ static void *hold_table_lock(void *arg)
     if (acc_shm_lock(t) != 0)
         return NULL;
     ACC_STORE(&holder_has_lock, 1);
-    sleep_us(30000);   /* a holder preempted for a few time slices: 15 times the short wait */
+    sleep_us(30000); /* a holder preempted for a few time slices: 15 times the short wait */
     acc_shm_unlock(t);
     return NULL;
 }
