@@ -123,7 +123,7 @@ int acc_sched_try_kind(acc_shm_table *t, acc_unit_kind kind)
 
 int acc_sched_try_acquire(acc_unit_kind kind)
 {
-    acc_shm_table *t = acc_sched_table_once();
+    acc_shm_table *t = acc_sched_table();
     if (t == NULL || !acc_unit_kind_valid(kind))
         return -1;
     acc_sched_sweep(t, kind);

@@ -85,6 +85,16 @@ static int sched_worker(int argc, char **argv)
         }
         return 0;
     }
+    if (argc >= 1 && strcmp(argv[0], "trytime") == 0) {
+        /* A request's first use of the table while another holds its lock (test_late_request):
+         * how long acc_sched_try_acquire took, in microseconds. */
+        uint64_t t0 = acc_now_ns();
+        int id = acc_sched_try_acquire(ACC_UNIT_CPU);
+        printf("tried %llu us\n", (unsigned long long)((acc_now_ns() - t0) / 1000));
+        if (id >= 0)
+            acc_sched_release(id, 0, 0);
+        return 0;
+    }
     if (argc >= 1 && strcmp(argv[0], "lateslot") == 0) {
         /* Started while the parent holds the table lock (test_late_slot): attach finds it busy
          * and counts go to no slot; once the parent lets go (a line on stdin), the first use of
@@ -107,8 +117,8 @@ static int sched_worker(int argc, char **argv)
         return ok ? 0 : 1;
     }
     fprintf(stderr,
-            "usage: test_sched_mp worker lateslot|info|gpu N|hold cpu|gpu|wait KIND LOG TAG|takeall|count IN SPLIT "
-            "BATCH GPU [FALLBACKS [stay]]\n");
+            "usage: test_sched_mp worker lateslot|trytime|info|gpu N|hold cpu|gpu|wait KIND LOG TAG|takeall|"
+            "count IN SPLIT BATCH GPU [FALLBACKS [stay]]\n");
     return 2;
 }
 
