@@ -422,23 +422,23 @@ static void test_late_slot(void)
         fclose(r);
 }
 
-/* A process whose first use of the table is registering a device, while another holds the table
- * lock for 30 ms (preempted on loaded cores): the registration waits for it instead of leaving
- * the process without the device for its life (CI: 'no GPU unit could be registered'). */
-static void test_late_device(void)
+/* A worker (MODE ARG) started while we hold the table lock; its first line into line. hold_us > 0:
+ * the lock is let go that long after the start, before the line is read; 0: after the line. */
+static void line_under_lock(const char *mode, const char *arg, unsigned hold_us, char *line, int len)
 {
     acc_shm_table *t = acc_sched_table();
-    int to = -1;
+    int to = -1, locked = t != NULL && acc_shm_lock(t) == 0;
     FILE *r = NULL;
-    CHECK(t != NULL && acc_shm_lock(t) == 0, "parent takes the table lock");
-    pid_t pid = spawn_worker("gpu", "1", &to, &r);
-    sleep_us(30000);
-    acc_shm_unlock(t);
-    char line[64] = "";
-    int n = -1;
-    if (pid > 0 && r != NULL && fgets(line, sizeof(line), r) != NULL)
-        n = sscanf(line, "gpu_units %d", &n) == 1 ? n : -1;
-    CHECK(n >= 1, "a device registered behind a 30 ms holder (%s)", line);
+    CHECK(locked, "parent takes the table lock");
+    pid_t pid = spawn_worker(mode, arg, &to, &r);
+    if (hold_us > 0)
+        sleep_us(hold_us);
+    if (hold_us > 0 && locked)
+        acc_shm_unlock(t);
+    if (pid <= 0 || r == NULL || fgets(line, len, r) == NULL)
+        line[0] = '\0';
+    if (hold_us == 0 && locked)
+        acc_shm_unlock(t);
     if (to >= 0)
         close(to);
     if (pid > 0)
@@ -447,28 +447,27 @@ static void test_late_device(void)
         fclose(r);
 }
 
+/* A process whose first use of the table is registering a device, while another holds the table
+ * lock for 30 ms (preempted on loaded cores): the registration waits for it instead of leaving
+ * the process without the device for its life (CI: 'no GPU unit could be registered'). */
+static void test_late_device(void)
+{
+    char line[64];
+    int n = -1;
+    line_under_lock("gpu", "1", 30000, line, sizeof(line));
+    CHECK(sscanf(line, "gpu_units %d", &n) == 1 && n >= 1, "a device registered behind a 30 ms holder (%s)", line);
+}
+
 /* The same lock held, a fresh process's first request: it waits a request's 2 ms for the lock,
  * not the 250 ms a device registration may (ACC_SHM_LOCK_ONCE_NS), and runs without a unit. The
  * bound is generous, a check of which wait applies, not a benchmark. */
 static void test_late_request(void)
 {
-    acc_shm_table *t = acc_sched_table();
-    int to = -1;
-    FILE *r = NULL;
-    CHECK(t != NULL && acc_shm_lock(t) == 0, "parent takes the table lock");
-    pid_t pid = spawn_worker("trytime", NULL, &to, &r);
-    char line[64] = "";
+    char line[64];
     unsigned long long us = ~0ull;
-    if (pid > 0 && r != NULL && fgets(line, sizeof(line), r) != NULL && sscanf(line, "tried %llu", &us) != 1)
-        us = ~0ull;
-    acc_shm_unlock(t);
-    CHECK(us < ACC_SHM_LOCK_ONCE_NS / 1000 * 4 / 5, "a request's wait for a held lock (%s)", line);
-    if (to >= 0)
-        close(to);
-    if (pid > 0)
-        waitpid(pid, NULL, 0);
-    if (r != NULL)
-        fclose(r);
+    line_under_lock("trytime", NULL, 0, line, sizeof(line));
+    CHECK(sscanf(line, "tried %llu", &us) == 1 && us < ACC_SHM_LOCK_ONCE_NS / 1000 * 4 / 5,
+          "a request's wait for a held lock (%s)", line);
 }
 
 int main(int argc, char **argv)
